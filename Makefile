@@ -1,0 +1,55 @@
+# The two commands of the README: `make demo` and `make test`. Both set everything up first.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+SHARED ?= $(abspath ../shared)
+RUST_SRC := $(shell find src -name '*.rs') Cargo.toml
+PY_SRC   := $(shell find python -name '*.py') pyproject.toml
+DEB_PKGS := strace sqlite3 postgresql fio
+
+.PHONY: setup sysdeps build test lint demo bench clean
+
+# Debian packages the tests drive for real (strace capture, SQLite, PostgreSQL, fio).
+# Installed when running as root on a machine that lacks them; otherwise just checked.
+sysdeps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else echo "missing Debian packages (install them as root):$$missing"; exit 1; fi; \
+	fi
+
+$(VENV)/.deps: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "maturin>=1.5,<2"
+	touch $@
+
+# maturin develop builds the Rust core in release mode and installs the package editable,
+# with its dependencies and the test extras.
+$(VENV)/.built: $(VENV)/.deps $(RUST_SRC) pyproject.toml
+	$(VENV)/bin/maturin develop --release --extras test -q
+	touch $@
+
+setup: $(VENV)/.built
+
+build: setup
+
+lint: setup
+	cargo fmt --check
+	cargo clippy --release -q -- -D warnings
+	$(VENV)/bin/ruff check python tests bench
+
+# pytest's exit code 5 (no tests collected) is a failure too.
+test: sysdeps setup lint
+	IOTWIN_SHARED=$(SHARED) $(PY) -m pytest -q -ra; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+demo: setup
+	@mkdir -p out
+	$(VENV)/bin/iotwin ingest $(SHARED)/traces/msr_hm0_excerpt.csv -o out/sample.parquet
+	$(VENV)/bin/iotwin characterize out/sample.parquet
+
+clean:
+	rm -rf target $(VENV) out

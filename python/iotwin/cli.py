@@ -1,0 +1,135 @@
+"""The `iotwin` command line: one command per arrow of the pipeline (design.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .errors import IotwinError
+from .formats import FORMATS, ReadOptions
+
+app = typer.Typer(
+    name="iotwin",
+    help="Learn a compact statistical twin of a storage workload from a real I/O trace.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+FormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--format", "-f", help="Trace format (see `iotwin formats`); auto-detected if omitted."
+    ),
+]
+StreamByOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--stream-by",
+        help="What a stream is: thread, process, device, volume or file (format-dependent).",
+    ),
+]
+SkipBadOpt = Annotated[
+    bool, typer.Option("--skip-bad", help="Skip malformed records, count them and report them.")
+]
+ReaderOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--opt", help="Format-specific reader setting KEY=VALUE (e.g. events=D for blkparse)."
+    ),
+]
+
+
+def reader_options(stream_by: str | None, skip_bad: bool, opt: list[str] | None) -> ReadOptions:
+    extra: dict[str, str] = {}
+    for item in opt or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise IotwinError(f"--opt '{item}': expected KEY=VALUE")
+        extra[key.strip()] = value.strip()
+    return ReadOptions(stream_by=stream_by, skip_bad=skip_bad, extra=extra)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"iotwin {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """Learn a compact statistical twin of a storage workload from a real I/O trace."""
+
+
+@app.command()
+def formats() -> None:
+    """List the trace formats iotwin reads, with their stream choices."""
+    table = Table(title="Trace formats")
+    table.add_column("name", style="bold")
+    table.add_column("stream-by (default first)")
+    table.add_column("timed")
+    table.add_column("description")
+    for fmt in FORMATS.values():
+        table.add_row(fmt.name, ", ".join(fmt.stream_keys), "yes" if fmt.timed else "no", fmt.title)
+    console.print(table)
+
+
+@app.command()
+def ingest(
+    trace: Annotated[
+        Path, typer.Argument(help="Raw trace file (.gz/.bz2/.xz/.zst read transparently).")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Canonical Parquet trace to write.")
+    ],
+    format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
+) -> None:
+    """Convert a trace to the canonical Parquet form (streaming, bounded memory)."""
+    from .ingest import ingest as run_ingest
+
+    opts = reader_options(stream_by, skip_bad, opt)
+    with console.status(f"ingesting {trace} ..."):
+        result = run_ingest(trace, output, format, opts)
+    console.print(
+        f"[green]wrote[/green] {result.output}: {result.requests:,} requests, "
+        f"{result.streams:,} streams, format {result.format}, {result.seconds:.2f} s"
+    )
+    report_skipped(result.skipped, result.skipped_examples)
+
+
+def report_skipped(skipped: int, examples: list[str]) -> None:
+    if skipped:
+        err_console.print(f"[yellow]skipped {skipped:,} malformed records[/yellow], e.g.:")
+        for line in examples:
+            err_console.print(f"  {line}")
+
+
+def main() -> None:
+    """Entry point: user errors become one clear line and exit status 2."""
+    try:
+        app()
+    except IotwinError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/yellow]")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

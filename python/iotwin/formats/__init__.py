@@ -1,0 +1,38 @@
+"""The registry of trace formats: one file per format, one line here per format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import IotwinError
+from ..source import logical_name, read_head
+from .base import ReadOptions, ReadReport, Scan, TraceFormat
+from .msr import MsrFormat
+
+FORMATS: dict[str, TraceFormat] = {f.name: f for f in (MsrFormat(),)}
+
+__all__ = ["FORMATS", "ReadOptions", "ReadReport", "Scan", "TraceFormat", "detect", "get_format"]
+
+
+def get_format(name: str) -> TraceFormat:
+    """The format registered under `name`, or a clear error listing the known ones."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise IotwinError(f"unknown trace format '{name}'; known formats: {known}") from None
+
+
+def detect(path: str | Path) -> TraceFormat:
+    """The one format whose sniffer accepts the file; ambiguity or no match is an error."""
+    head = read_head(path)
+    name = logical_name(path)
+    matches = [f for f in FORMATS.values() if f.sniff(head, name)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise IotwinError(
+            f"{path}: cannot tell the trace format; name it with --format (see `iotwin formats`)"
+        )
+    names = ", ".join(f.name for f in matches)
+    raise IotwinError(f"{path}: the trace could be any of {names}; name it with --format")

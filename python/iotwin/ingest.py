@@ -1,0 +1,212 @@
+"""Reading any supported trace into the canonical form, streamed to Parquet or into memory.
+
+Every format goes through the same steps here, once: detect the format, scan it, make times
+relative to the first request, cast to the canonical dtypes, check for malformed records
+and time order (sorting stably when a format's rows are not time-ordered), and record the
+metadata.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from .errors import IotwinError, TraceFormatError
+from .formats import ReadOptions, Scan, TraceFormat, detect, get_format
+from .formats.base import CANONICAL_SCHEMA, OPTIONAL_SCHEMA
+from .formats.delimited import DelimitedFormat
+from .source import atomic_output, plain_file
+from .trace import (
+    Trace,
+    TraceMeta,
+    canonical_order,
+    is_canonical_parquet,
+    read_parquet_trace,
+    set_parquet_metadata,
+)
+
+
+@dataclass
+class IngestResult:
+    """What `ingest` did: where the trace went and what it holds."""
+
+    output: Path
+    format: str
+    requests: int
+    streams: int
+    skipped: int
+    skipped_examples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def resolve_format(path: Path, format_name: str | None) -> TraceFormat:
+    return get_format(format_name) if format_name else detect(path)
+
+
+@contextlib.contextmanager
+def open_scan(
+    src: str | Path, format_name: str | None = None, opts: ReadOptions | None = None
+) -> Iterator[tuple[TraceFormat, Path, Scan, pl.LazyFrame]]:
+    """Scans a raw trace; yields the format, the readable path, the scan and the canonical frame."""
+    src = Path(src)
+    if not src.is_file():
+        raise IotwinError(f"{src}: no such file")
+    opts = opts or ReadOptions()
+    fmt = resolve_format(src, format_name)
+    staged = plain_file(src) if fmt.needs_plain_file else contextlib.nullcontext(src)
+    with staged as path, reading_errors(fmt, src, path, opts):
+        scan = fmt.scan(path, opts)
+        yield fmt, path, scan, canonical_frame(scan)
+
+
+def canonical_frame(scan: Scan) -> pl.LazyFrame:
+    """The scan's columns in canonical order and dtypes, times relative to the first record."""
+    frame = scan.frame
+    names = frame.collect_schema().names()
+    schema = {**CANONICAL_SCHEMA, **{k: v for k, v in OPTIONAL_SCHEMA.items() if k in names}}
+    first = frame.select(pl.col("ts_ns").first()).collect().item() if scan.timed else 0
+    shifted = pl.col("ts_ns") - (first or 0) if scan.timed else pl.lit(0, pl.Int64())
+    return frame.with_columns(shifted.alias("ts_ns")).select(
+        [pl.col(c).cast(t) for c, t in schema.items()]
+    )
+
+
+@contextlib.contextmanager
+def reading_errors(fmt: TraceFormat, src: Path, path: Path, opts: ReadOptions) -> Iterator[None]:
+    """Turns a parser failure into an error naming the original file, line and field."""
+    try:
+        yield
+    except IotwinError as exc:
+        if isinstance(exc, TraceFormatError) and exc.path == str(path) and path != src:
+            raise TraceFormatError(src, exc.location, exc.field, exc.message) from None
+        raise
+    except (pl.exceptions.PolarsError, ValueError, OverflowError) as exc:
+        cause = _traceformat_cause(exc)
+        if cause is not None:
+            raise TraceFormatError(src, cause.location, cause.field, cause.message) from None
+        if isinstance(fmt, DelimitedFormat):
+            located = fmt.locate_error(path, opts)
+            if located is not None:
+                raise TraceFormatError(
+                    src, located.location, located.field, located.message
+                ) from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise IotwinError(f"{src}: cannot read as {fmt.name}: {first}") from None
+
+
+def _traceformat_cause(exc: BaseException) -> TraceFormatError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TraceFormatError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _check_and_normalize(
+    df: pl.DataFrame, fmt: TraceFormat, path: Path, opts: ReadOptions, src: Path
+) -> tuple[pl.DataFrame, bool]:
+    """Raises on malformed records; sorts stably when out of time order. Returns (df, changed)."""
+    nulls = df.select(pl.sum_horizontal(pl.all().null_count())).item()
+    if nulls:
+        located = fmt.locate_error(path, opts) if isinstance(fmt, DelimitedFormat) else None
+        if located is not None:
+            raise TraceFormatError(src, located.location, located.field, located.message)
+        raise IotwinError(f"{src}: {nulls} malformed field values (re-run with --skip-bad)")
+    ts = df.get_column("ts_ns")
+    if ts.is_sorted() and (ts.len() == 0 or ts[0] == 0):
+        return df, False
+    df = df.sort("ts_ns", maintain_order=True)
+    return df.with_columns(pl.col("ts_ns") - pl.col("ts_ns").min()), True
+
+
+def _meta(src: Path, fmt: TraceFormat, scan: Scan, streams: list[int]) -> TraceMeta:
+    namer = scan.stream_name or (lambda s: f"{scan.stream_by} {s}")
+    return TraceMeta(
+        source=str(src),
+        format=fmt.name,
+        stream_by=scan.stream_by,
+        timed=scan.timed,
+        capacity=scan.capacity,
+        streams={int(s): namer(int(s)) for s in streams},
+        files=scan.files,
+        skipped=scan.report.skipped,
+    )
+
+
+def ingest(
+    src: str | Path,
+    out: str | Path,
+    format_name: str | None = None,
+    opts: ReadOptions | None = None,
+) -> IngestResult:
+    """Converts a raw trace to canonical Parquet, streaming (bounded memory for ordered traces).
+
+    Traces whose rows are out of time order are sorted in memory after streaming.
+    """
+    started = time.perf_counter()
+    src, out = Path(src), Path(out)
+    opts = opts or ReadOptions()
+    with open_scan(src, format_name, opts) as (fmt, path, scan, frame), atomic_output(out) as tmp:
+        with reading_errors(fmt, src, path, opts):
+            frame.sink_parquet(tmp, compression="lz4", statistics=True)
+            if scan.finish is not None:
+                scan.finish()
+        check = _scan_checks(tmp)
+        if check["nulls"] or not check["ordered"]:
+            df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)
+            meta = _meta(src, fmt, scan, df.get_column("stream").unique().sort().to_list())
+            df.write_parquet(tmp, compression="lz4", metadata=meta.to_kv())
+        else:
+            meta = _meta(src, fmt, scan, check["streams"])
+            set_parquet_metadata(tmp, meta.to_kv())
+    return IngestResult(
+        output=out,
+        format=fmt.name,
+        requests=check["requests"],
+        streams=len(meta.streams),
+        skipped=scan.report.skipped,
+        skipped_examples=scan.report.examples,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _scan_checks(path: Path) -> dict:
+    """One pass over the written columns: request count, nulls, time order, stream ids."""
+    lf = pl.scan_parquet(path)
+    ts = pl.col("ts_ns")
+    row = (
+        lf.select(
+            requests=pl.len(),
+            nulls=pl.sum_horizontal(pl.all().null_count()),
+            ordered=((ts.diff().fill_null(0) >= 0).all()) & (ts.first().fill_null(0) == 0),
+        )
+        .collect()
+        .row(0, named=True)
+    )
+    row["streams"] = lf.select(pl.col("stream").unique().sort()).collect().to_series().to_list()
+    return row
+
+
+def load_trace(
+    src: str | Path, format_name: str | None = None, opts: ReadOptions | None = None
+) -> Trace:
+    """Any supported trace (raw or canonical Parquet) as a canonical Trace in memory."""
+    src = Path(src)
+    if format_name in (None, "parquet") and src.is_file() and is_canonical_parquet(src):
+        return read_parquet_trace(src)
+    opts = opts or ReadOptions()
+    with open_scan(src, format_name, opts) as (fmt, path, scan, frame):
+        with reading_errors(fmt, src, path, opts):
+            df = frame.collect()
+            if scan.finish is not None:
+                scan.finish()
+        df, _ = _check_and_normalize(df, fmt, path, opts, src)
+        streams = df.get_column("stream").unique().sort().to_list()
+        df = df.select(canonical_order(df.columns))
+        return Trace(df, _meta(src, fmt, scan, streams))

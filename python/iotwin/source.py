@@ -1,0 +1,113 @@
+"""Opening trace files: transparent decompression, detection heads, plain-file staging."""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import lzma
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+from .errors import IotwinError
+
+# Compression is told by magic bytes, not by the file name, so a renamed file still opens.
+_MAGIC = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bz2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+}
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
+
+
+def compression_of(path: Path) -> str | None:
+    """The compression of a file ("gzip", "bz2", "xz", "zstd") or None for plain files."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    for magic, name in _MAGIC.items():
+        if head.startswith(magic):
+            return name
+    return None
+
+
+def open_bytes(path: str | Path) -> BinaryIO:
+    """Opens a trace for reading, decompressing on the fly; a missing file is a clear error."""
+    path = Path(path)
+    if not path.is_file():
+        raise IotwinError(f"{path}: no such file")
+    kind = compression_of(path)
+    if kind == "gzip":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if kind == "bz2":
+        return bz2.open(path, "rb")  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    if kind == "zstd":
+        raw = open(path, "rb")  # noqa: SIM115 - closed with the reader
+        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def read_head(path: str | Path, n: int = 65536) -> bytes:
+    """The first n decompressed bytes, for format detection."""
+    with open_bytes(path) as f:
+        return f.read(n)
+
+
+def logical_name(path: str | Path) -> str:
+    """The file name without its compression suffix (trace.csv.bz2 -> trace.csv)."""
+    name = Path(path).name
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+@contextlib.contextmanager
+def plain_file(path: str | Path) -> Iterator[Path]:
+    """Yields a path to the uncompressed bytes of a trace.
+
+    Plain files are yielded as they are. Compressed files are decompressed as a stream into a
+    temporary file (bounded memory, whatever the trace's size) that is removed afterwards, so
+    readers that need a seekable file (polars' CSV scanner) can work on any input.
+    """
+    path = Path(path)
+    if compression_of(path) is None:
+        yield path
+        return
+    fd, tmp = tempfile.mkstemp(prefix="iotwin-", suffix="-" + logical_name(path))
+    try:
+        with os.fdopen(fd, "wb") as out, open_bytes(path) as src:
+            shutil.copyfileobj(src, out, 8 << 20)
+        yield Path(tmp)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """Yields a temporary path beside `path`; renamed onto `path` only if the block succeeds.
+
+    Nothing half written ever remains under the final name.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

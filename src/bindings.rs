@@ -1,0 +1,70 @@
+//! The thin PyO3 layer: converts between Python buffers and the pure-Rust core.
+//!
+//! Columns cross the boundary as little-endian byte strings (Python wraps them with
+//! `numpy.frombuffer`) and come in through the buffer protocol, so the core needs no numpy crate.
+
+use crate::columns::{Columns, ParseError, Parsed};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+fn vec_bytes<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
+    // SAFETY: T is a plain integer type; its bytes are read in native (little-endian) order.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) };
+    PyBytes::new(py, bytes)
+}
+
+/// Canonical columns as a dict of name -> bytes (native-endian).
+pub fn columns_to_py<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("ts_ns", vec_bytes(py, &c.ts_ns))?;
+    d.set_item("stream", vec_bytes(py, &c.stream))?;
+    d.set_item("op", vec_bytes(py, &c.op))?;
+    d.set_item("offset", vec_bytes(py, &c.offset))?;
+    d.set_item("size", vec_bytes(py, &c.size))?;
+    if let Some(l) = &c.latency_ns {
+        d.set_item("latency_ns", vec_bytes(py, l))?;
+    }
+    if let Some(f) = &c.file {
+        d.set_item("file", vec_bytes(py, f))?;
+    }
+    Ok(d)
+}
+
+/// A parse error as a Python tuple (location, field, message), raised as ValueError so the
+/// Python side can name the file.
+pub fn parse_error_to_py(e: &ParseError) -> PyErr {
+    PyValueError::new_err((e.location.clone(), e.field.clone(), e.message.clone()))
+}
+
+/// A parsed chunk as a dict: {"columns": {...}, "skipped": n, "skipped_examples": [(loc, field, msg)]}.
+pub fn parsed_to_py<'py>(py: Python<'py>, p: &Parsed) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("columns", columns_to_py(py, &p.columns)?)?;
+    d.set_item("skipped", p.skipped)?;
+    let ex = PyList::empty(py);
+    for e in &p.skipped_examples {
+        ex.append((e.location.clone(), e.field.clone(), e.message.clone()))?;
+    }
+    d.set_item("skipped_examples", ex)?;
+    Ok(d)
+}
+
+/// Reads a contiguous buffer of T from any object with the buffer protocol (numpy, bytes).
+pub fn buffer_vec<T: pyo3::buffer::Element + Copy>(obj: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
+    let buf = PyBuffer::<T>::get(obj)?;
+    buf.to_vec(obj.py())
+}
+
+#[pyfunction]
+fn core_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    Ok(())
+}

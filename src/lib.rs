@@ -1,0 +1,10 @@
+//! iotwin core: the hot paths of iotwin, free of Python except for `bindings`.
+//!
+//! `columns` holds the canonical trace columns every reader fills, `readers` the parsers for
+//! binary and irregular-text formats, `stats` the per-record statistics. `bindings` is the thin
+//! PyO3 layer that the Python package `iotwin` calls.
+
+pub mod bindings;
+pub mod columns;
+pub mod readers;
+pub mod stats;

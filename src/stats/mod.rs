@@ -1,0 +1,1 @@
+//! Per-record statistics over canonical columns.

@@ -1,0 +1,75 @@
+"""MSR Cambridge CSV: the shared excerpt of hm_0 and hand-made malformed files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import iotwin
+import polars as pl
+import pytest
+from iotwin.formats import detect
+
+
+def test_reads_shared_excerpt(traces: Path) -> None:
+    trace = iotwin.load_trace(traces / "msr_hm0_excerpt.csv")
+    df = trace.df
+    assert detect(traces / "msr_hm0_excerpt.csv").name == "msr"
+    assert df.height == 1000
+    assert trace.meta.streams == {0: "hm_0"}
+    # first record: 128166385295514663,hm,0,Write,9056014336,2048,2833
+    first = df.row(0, named=True)
+    assert first == {
+        "ts_ns": 0,
+        "stream": 0,
+        "op": 1,
+        "offset": 9056014336,
+        "size": 2048,
+        "latency_ns": 283300,
+    }
+    # second record 215 ticks later
+    assert df["ts_ns"][1] == 21500
+    assert df["op"].eq(0).sum() == 508  # read fraction 0.508 (reference figure)
+    assert df["ts_ns"].is_sorted()
+
+
+def test_ingest_round_trip(traces: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hm0.parquet"
+    result = iotwin.ingest(traces / "msr_hm0_excerpt.csv", out)
+    assert (result.requests, result.streams, result.format) == (1000, 1, "msr")
+    again = iotwin.load_trace(out)
+    assert again.meta.format == "msr" and again.meta.streams == {0: "hm_0"}
+    assert again.df.equals(iotwin.load_trace(traces / "msr_hm0_excerpt.csv").df)
+    assert list(tmp_path.iterdir()) == [out]  # no temporary file left behind
+
+
+BAD = (
+    "128166385295514663,hm,0,Write,9056014336,2048,2833\n"
+    "128166385295514878,hm,0,Write,11855351808,512,2617\n"
+    "128166385295515175,hm,0,Wrte,5548077056,4096,2320\n"
+    "128166385301451520,hm,0,Read,3163095040,4x96,3438\n"
+    "128166385301453920,hm,0,Write,3154132992,4096,1037\n"
+)
+
+
+def test_malformed_record_names_line_and_field(tmp_path: Path) -> None:
+    src = tmp_path / "bad.csv"
+    src.write_text(BAD)
+    out = tmp_path / "out.parquet"
+    with pytest.raises(iotwin.TraceFormatError) as err:
+        iotwin.ingest(src, out, "msr")
+    assert (err.value.location, err.value.field) == ("line 3", "Type")
+    assert str(src) in str(err.value)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [src]  # nothing half written
+
+
+def test_skip_bad_counts_and_reports(tmp_path: Path) -> None:
+    src = tmp_path / "bad.csv"
+    src.write_text(BAD)
+    result = iotwin.ingest(src, tmp_path / "out.parquet", "msr", iotwin.ReadOptions(skip_bad=True))
+    assert result.requests == 3 and result.skipped == 2
+    assert "line 3: field 'Type'" in result.skipped_examples[0]
+    assert "line 4: field 'Size'" in result.skipped_examples[1]
+    df = pl.read_parquet(tmp_path / "out.parquet")
+    assert df["size"].to_list() == [2048, 512, 4096]
+    assert iotwin.load_trace(tmp_path / "out.parquet").meta.skipped == 2
