@@ -58,6 +58,39 @@ pub fn buffer_vec<T: pyo3::buffer::Element + Copy>(obj: &Bound<'_, PyAny>) -> Py
     buf.to_vec(obj.py())
 }
 
+/// Parses whole vscsi records (version 1 or 2); see `readers::vscsi::parse`.
+#[pyfunction]
+#[pyo3(signature = (buf, version, first_record, byte_base, skip_bad))]
+fn parse_vscsi<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    version: u8,
+    first_record: u64,
+    byte_base: u64,
+    skip_bad: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    use crate::readers::vscsi::{parse, Version};
+    let v = if version == 2 {
+        Version::V2
+    } else {
+        Version::V1
+    };
+    let parsed = py
+        .detach(|| parse(buf, v, first_record, byte_base, skip_bad))
+        .map_err(|e| parse_error_to_py(&e))?;
+    parsed_to_py(py, &parsed)
+}
+
+/// The vscsi version (1 or 2) of a trace's first bytes, or 0 when it is not vscsi.
+#[pyfunction]
+fn detect_vscsi(head: &[u8]) -> u8 {
+    match crate::readers::vscsi::detect_version(head) {
+        Some(crate::readers::vscsi::Version::V1) => 1,
+        Some(crate::readers::vscsi::Version::V2) => 2,
+        None => 0,
+    }
+}
+
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -66,5 +99,7 @@ fn core_version() -> &'static str {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_vscsi, m)?)?;
+    m.add_function(wrap_pyfunction!(detect_vscsi, m)?)?;
     Ok(())
 }

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import iotwin
 import polars as pl
 import pytest
+
+import iotwin
 from iotwin.formats import detect
 
 

@@ -8,8 +8,14 @@ from ..errors import IotwinError
 from ..source import logical_name, read_head
 from .base import ReadOptions, ReadReport, Scan, TraceFormat
 from .msr import MsrFormat
+from .vscsi import VscsiFormat
 
-FORMATS: dict[str, TraceFormat] = {f.name: f for f in (MsrFormat(),)}
+# One line per format; detection tries them all and requires exactly one to match.
+_ALL: list[TraceFormat] = [
+    MsrFormat(),
+    VscsiFormat(),
+]
+FORMATS: dict[str, TraceFormat] = {f.name: f for f in _ALL}
 
 __all__ = ["FORMATS", "ReadOptions", "ReadReport", "Scan", "TraceFormat", "detect", "get_format"]
 
