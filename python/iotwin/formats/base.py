@@ -130,12 +130,14 @@ def frame_from_columns(cols: dict[str, bytes]) -> pl.DataFrame:
 
 
 def lazy_from_batches(
-    batches: Callable[[], Iterator[pl.DataFrame]], schema: dict[str, pl.DataType]
+    batches: Callable[[list[str] | None], Iterator[pl.DataFrame]],
+    schema: dict[str, pl.DataType],
 ) -> pl.LazyFrame:
-    """A LazyFrame that streams DataFrames produced by a generator (Rust readers).
+    """A LazyFrame that streams DataFrames produced by a generator.
 
     The generator is only run when the frame is collected or sunk, one batch at a time, so
-    memory stays bounded by the batch size.
+    memory stays bounded by the batch size. It is given the columns polars needs (None for
+    all), so readers that can skip columns (polars' CSV parser) do.
     """
     from polars.io.plugins import register_io_source
 
@@ -146,7 +148,7 @@ def lazy_from_batches(
         batch_size: int | None,
     ) -> Iterator[pl.DataFrame]:
         seen = 0
-        for df in batches():
+        for df in batches(with_columns):
             if with_columns is not None:
                 df = df.select(with_columns)
             if predicate is not None:

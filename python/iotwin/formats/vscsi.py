@@ -48,6 +48,6 @@ class VscsiFormat(TraceFormat):
             return _core.parse_vscsi(buf, version, record, byte, opts.skip_bad)
 
         scan.frame = lazy_from_batches(
-            lambda: record_batches(path, size, parse, scan.report), schema
+            lambda _columns: record_batches(path, size, parse, scan.report), schema
         )
         return scan

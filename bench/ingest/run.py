@@ -1,0 +1,141 @@
+"""bench/ingest: iotwin ingest and characterize against their anchors, in one run.
+
+Generates an MSR Cambridge CSV of N records (default 10 million; realistic mix of streams,
+sizes, sequential runs), then times, each in a fresh process on the same file:
+  - `iotwin ingest` (parse, normalize, write canonical Parquet),
+  - a bare polars `read_csv` of the same file (the anchor to beat: >= 0.8x its speed),
+  - pandas `read_csv` (>= 10x),
+  - `iotwin characterize` on the Parquet vs a bare polars `read_parquet` (within 2x),
+and reports peak RSS of ingest at N and at 3N records (it must not grow with the file).
+Usage: python bench/ingest/run.py [--records N] [--skip-large] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import BENCH, run_step, write_section
+
+DATA = BENCH / "data"
+
+
+def make_msr_csv(path: Path, records: int, seed: int = 7) -> None:
+    """An MSR-format CSV: 4 disks, 60% reads, sizes from a realistic set, 30% sequential."""
+    if path.exists():
+        return
+    rng = np.random.default_rng(seed)
+    tmp = path.with_suffix(".tmp")
+    chunk = 2_000_000
+    t = 128166372000000000
+    sizes = np.array([512, 4096, 8192, 16384, 65536, 131072], dtype=np.int64)
+    with open(tmp, "w") as out:
+        for start in range(0, records, chunk):
+            n = min(chunk, records - start)
+            ts = t + np.cumsum(rng.exponential(2000, n).astype(np.int64) + 1)
+            t = int(ts[-1])
+            disk = rng.integers(0, 4, n)
+            kind = np.where(rng.random(n) < 0.6, "Read", "Write")
+            size = sizes[rng.integers(0, len(sizes), n)]
+            offset = rng.integers(0, 1 << 27, n) * 512
+            seq = rng.random(n) < 0.3
+            offset[1:][seq[1:]] = offset[:-1][seq[1:]] + size[:-1][seq[1:]]
+            resp = rng.integers(100, 100000, n)
+            lines = [
+                f"{a},hm,{b},{c},{d},{e},{f}\n"
+                for a, b, c, d, e, f in zip(
+                    ts.tolist(),
+                    disk.tolist(),
+                    kind.tolist(),
+                    offset.tolist(),
+                    size.tolist(),
+                    resp.tolist(),
+                    strict=True,
+                )
+            ]
+            out.writelines(lines)
+    tmp.replace(path)
+
+
+def steps(csv: Path, parquet: Path) -> dict[str, str]:
+    cols = "['Timestamp','Hostname','DiskNumber','Type','Offset','Size','ResponseTime']"
+    return {
+        "iotwin ingest": f"import iotwin; iotwin.ingest({str(csv)!r}, {str(parquet)!r})",
+        "polars read_csv": f"import polars as pl; pl.read_csv({str(csv)!r}, has_header=False)",
+        "pandas read_csv": (
+            f"import pandas as pd; pd.read_csv({str(csv)!r}, header=None, names={cols})"
+        ),
+        "iotwin characterize": (
+            f"import iotwin; iotwin.characterize(iotwin.load_trace({str(parquet)!r}))"
+        ),
+        "polars read_parquet": f"import polars as pl; pl.read_parquet({str(parquet)!r})",
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=10_000_000)
+    ap.add_argument("--skip-large", action="store_true", help="skip the 3N memory check")
+    ap.add_argument("--write-results", action="store_true")
+    args = ap.parse_args()
+    DATA.mkdir(exist_ok=True)
+    n = args.records
+    csv, parquet = DATA / f"msr_{n}.csv", DATA / f"msr_{n}.parquet"
+    print(f"generating {n:,} MSR records ...", flush=True)
+    make_msr_csv(csv, n)
+    times = {}
+    for name, code in steps(csv, parquet).items():
+        times[name] = run_step(code, repeat=2)
+        print(
+            f"{name:22s} {times[name]['seconds']:7.2f} s  peak RSS "
+            f"{times[name]['peak_rss_mib']:7.0f} MiB",
+            flush=True,
+        )
+    ing, pol, pan = (
+        times[k]["seconds"] for k in ("iotwin ingest", "polars read_csv", "pandas read_csv")
+    )
+    char, bare = times["iotwin characterize"]["seconds"], times["polars read_parquet"]["seconds"]
+    rows = [
+        f"| ingest vs polars read_csv | {pol / ing:.2f}x speed | >= 0.8x |",
+        f"| ingest vs pandas read_csv | {pan / ing:.1f}x speed | >= 10x |",
+        f"| characterize vs polars read_parquet | {char / bare:.2f}x time | <= 2x |",
+    ]
+    large = ""
+    if not args.skip_large:
+        big = 3 * n
+        bcsv, bpq = DATA / f"msr_{big}.csv", DATA / f"msr_{big}.parquet"
+        print(f"generating {big:,} MSR records ...", flush=True)
+        make_msr_csv(bcsv, big)
+        rss_big = run_step(steps(bcsv, bpq)["iotwin ingest"])
+        large = (
+            f"| ingest peak RSS at {n // 10**6}M / {big // 10**6}M records | "
+            f"{times['iotwin ingest']['peak_rss_mib']:.0f} / {rss_big['peak_rss_mib']:.0f}"
+            f" MiB | flat |"
+        )
+        rows.append(large)
+        print(
+            f"ingest peak RSS {n:,}: {times['iotwin ingest']['peak_rss_mib']:.0f} MiB, "
+            f"{big:,}: {rss_big['peak_rss_mib']:.0f} MiB ({rss_big['seconds']:.1f} s)"
+        )
+    table = "\n".join(
+        f"| {k} | {v['seconds']:.2f} s | {v['peak_rss_mib']:.0f} MiB |" for k, v in times.items()
+    )
+    body = (
+        f"`python bench/ingest/run.py --records {n}` (MSR CSV, {n:,} records, "
+        f"{csv.stat().st_size / 2**20:.0f} MiB); best of 2, each step in a fresh process.\n\n"
+        "| step | wall | peak RSS |\n|---|---|---|\n"
+        + table
+        + "\n\n| ratio | measured | goal |\n|---|---|---|\n"
+        + "\n".join(rows)
+    )
+    print(body)
+    if args.write_results:
+        write_section("ingest", body)
+
+
+if __name__ == "__main__":
+    main()
