@@ -9,12 +9,15 @@ metadata.
 from __future__ import annotations
 
 import contextlib
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from .errors import IotwinError, TraceFormatError
 from .formats import ReadOptions, Scan, TraceFormat, detect, get_format
@@ -145,30 +148,31 @@ def ingest(
     format_name: str | None = None,
     opts: ReadOptions | None = None,
 ) -> IngestResult:
-    """Converts a raw trace to canonical Parquet, streaming (bounded memory for ordered traces).
+    """Converts a raw trace to canonical Parquet, streaming in bounded memory.
 
-    Traces whose rows are out of time order are sorted in memory after streaming.
+    Batches are checked as they pass (malformed records, time order, stream ids) and written
+    while the next batch is parsed. Traces whose rows turn out to be out of time order are
+    then sorted, stably, in memory.
     """
     started = time.perf_counter()
     src, out = Path(src), Path(out)
     opts = opts or ReadOptions()
     with open_scan(src, format_name, opts) as (fmt, path, scan, frame), atomic_output(out) as tmp:
         with reading_errors(fmt, src, path, opts):
-            frame.sink_parquet(tmp, compression="lz4", statistics=True)
+            check = _write_checked(frame, tmp)
             if scan.finish is not None:
                 scan.finish()
-        check = _scan_checks(tmp)
-        if check["nulls"] or not check["ordered"]:
+        if check.nulls or not check.ordered:
             df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)
             meta = _meta(src, fmt, scan, df.get_column("stream").unique().sort().to_list())
-            df.write_parquet(tmp, compression="lz4", metadata=meta.to_kv())
+            df.write_parquet(tmp, compression=COMPRESSION, metadata=meta.to_kv())
         else:
-            meta = _meta(src, fmt, scan, check["streams"])
+            meta = _meta(src, fmt, scan, sorted(check.streams))
             set_parquet_metadata(tmp, meta.to_kv())
     return IngestResult(
         output=out,
         format=fmt.name,
-        requests=check["requests"],
+        requests=check.requests,
         streams=len(meta.streams),
         skipped=scan.report.skipped,
         skipped_examples=scan.report.examples,
@@ -176,21 +180,85 @@ def ingest(
     )
 
 
-def _scan_checks(path: Path) -> dict:
-    """One pass over the written columns: request count, nulls, time order, stream ids."""
-    lf = pl.scan_parquet(path)
-    ts = pl.col("ts_ns")
-    row = (
-        lf.select(
-            requests=pl.len(),
-            nulls=pl.sum_horizontal(pl.all().null_count()),
-            ordered=((ts.diff().fill_null(0) >= 0).all()) & (ts.first().fill_null(0) == 0),
-        )
-        .collect()
-        .row(0, named=True)
-    )
-    row["streams"] = lf.select(pl.col("stream").unique().sort()).collect().to_series().to_list()
-    return row
+COMPRESSION = "lz4"  # fast to write and read; the trace stays smaller than its CSV
+
+
+@dataclass
+class _BatchChecks:
+    """What the writer learns from the batches as they pass."""
+
+    requests: int = 0
+    nulls: int = 0
+    ordered: bool = True
+    last_ts: int = 0
+    streams: set[int] = field(default_factory=set)
+
+    def update(self, batch: pl.DataFrame) -> None:
+        if batch.height == 0:
+            return
+        self.requests += batch.height
+        self.nulls += sum(batch.null_count().row(0))
+        ts = batch.get_column("ts_ns")
+        first, last = ts[0], ts[-1]
+        if self.ordered and (first is None or first < self.last_ts or not ts.is_sorted()):
+            self.ordered = False
+        if last is not None:
+            self.last_ts = last
+        self.streams.update(batch.get_column("stream").unique().drop_nulls().to_list())
+
+
+def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
+    """Streams the frame's batches into Parquet at `path`, checking each batch on the way.
+
+    A helper thread keeps polars producing the next batch while this one is written.
+    """
+    checks = _BatchChecks()
+    writer: pq.ParquetWriter | None = None
+    schema = frame.collect_schema()
+    try:
+        for batch in _prefetched(frame.collect_batches()):
+            checks.update(batch)
+            table = batch.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(
+                    path,
+                    table.schema,
+                    compression=COMPRESSION,
+                    use_dictionary=False,
+                    write_statistics=["ts_ns", "stream"],
+                )
+            writer.write_table(table)
+        if writer is None:  # an empty trace is still a valid canonical file
+            pl.DataFrame(schema=schema).write_parquet(path, compression=COMPRESSION)
+    finally:
+        if writer is not None:
+            writer.close()
+    return checks
+
+
+def _prefetched(batches: Iterator[pl.DataFrame], depth: int = 2) -> Iterator[pl.DataFrame]:
+    """Iterates `batches` in a background thread, `depth` ahead (polars and pyarrow release
+    the GIL, so parsing the next batch overlaps writing this one)."""
+    box: queue.Queue = queue.Queue(depth)
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in batches:
+                box.put(item)
+        except BaseException as exc:  # re-raised in the consumer, with its cause chain
+            box.put(exc)
+            return
+        box.put(done)
+
+    threading.Thread(target=produce, daemon=True).start()
+    while True:
+        item = box.get()
+        if item is done:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def load_trace(
