@@ -6,5 +6,6 @@
 
 pub mod bindings;
 pub mod columns;
+pub mod model;
 pub mod readers;
 pub mod stats;

@@ -1,0 +1,7 @@
+//! The hierarchical Markov model of a storage workload (seed 000, section III; design.md
+//! "The model"): tree geometry, mergeable sufficient statistics, finalisation into a model
+//! document, and the sampler that regenerates requests from it.
+
+pub mod hist;
+pub mod stats;
+pub mod tree;

@@ -1,0 +1,441 @@
+//! Sufficient statistics of the model: counts, sums and histograms per stream, transition and
+//! I/O category. Statistics of two partitions merge exactly (`merge`), so one machine or a
+//! cluster produce the same model; finalisation (`finalize.rs`) turns them into probabilities
+//! and fitted distributions.
+
+use super::hist::Hist;
+use super::tree::{TransKey, Tree};
+use rustc_hash::FxHashMap;
+
+/// How a request relates to the stream's previous ones.
+pub const KIND_RANDOM: u8 = 0;
+pub const KIND_SEQUENTIAL: u8 = 1;
+/// A non-sequential request to a block the stream touched before (the re-reference
+/// extension; `reuse` holds its LRU stack distance in distinct blocks).
+pub const KIND_REREF: u8 = 2;
+
+/// Marks a flat-model transition (`prefix` = from-leaf, `to` = to-leaf).
+pub const FLAT_DEPTH: u32 = u32::MAX;
+
+/// The I/O category of a request on a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Category {
+    pub op: u8,
+    pub size: u32,
+    pub kind: u8,
+}
+
+/// Inter-arrival times seen on one category of one transition.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct IatStats {
+    pub count: u64,
+    pub sum: f64,
+    pub sum_sq: f64,
+    /// Sum of ln(iat) over positive iats, and how many were positive (gamma's MLE needs it).
+    pub sum_log: f64,
+    pub positive: u64,
+    pub hist: Hist,
+}
+
+impl IatStats {
+    pub fn add(&mut self, iat: u64) {
+        let x = iat as f64;
+        self.count += 1;
+        self.sum += x;
+        self.sum_sq += x * x;
+        if iat > 0 {
+            self.sum_log += x.ln();
+            self.positive += 1;
+        }
+        self.hist.add(iat);
+    }
+
+    pub fn merge(&mut self, o: &IatStats) {
+        self.count += o.count;
+        self.sum += o.sum;
+        self.sum_sq += o.sum_sq;
+        self.sum_log += o.sum_log;
+        self.positive += o.positive;
+        self.hist.merge(&o.hist);
+    }
+}
+
+/// What the model keeps of one transition.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TransStats {
+    pub count: u64,
+    pub categories: FxHashMap<Category, IatStats>,
+}
+
+/// The last request of a stream, carried across partitions so no transition is lost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Last {
+    pub leaf: u64,
+    pub end: u64,
+    pub ts: i64,
+}
+
+/// Everything the model learns about one stream.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct StreamStats {
+    pub requests: u64,
+    pub first_ts: Option<i64>,
+    pub first: Option<(u64, Category)>,
+    pub last: Option<Last>,
+    pub transitions: FxHashMap<TransKey, TransStats>,
+    /// (depth of the transition that entered, landing leaf) -> count: entry distributions.
+    pub entries: FxHashMap<(u32, u64), u64>,
+    pub leaf_visits: FxHashMap<u64, u64>,
+    /// Requests per fluctuation window (window index from the trace's first request).
+    pub windows: FxHashMap<i64, u64>,
+    /// Largest power of two (up to 1 MiB) dividing every offset: random offsets keep it.
+    pub alignment_bits: u32,
+    pub reuse: Hist,
+    pub bytes: u64,
+}
+
+/// Fitting settings.
+#[derive(Debug, Clone, Copy)]
+pub struct FitConfig {
+    pub tree: Tree,
+    pub flat: bool,
+    pub window_ns: i64,
+    /// Whether re-references are a category of their own (needs `reuse` distances).
+    pub reref: bool,
+}
+
+/// Accumulates statistics over requests given in time order.
+#[derive(Debug, Clone)]
+pub struct Fitter {
+    pub config: FitConfig,
+    pub streams: FxHashMap<u32, StreamStats>,
+}
+
+const MAX_ALIGN_BITS: u32 = 20;
+
+impl Fitter {
+    pub fn new(config: FitConfig) -> Fitter {
+        Fitter {
+            config,
+            streams: FxHashMap::default(),
+        }
+    }
+
+    /// Adds requests (time-ordered). `reuse[i]` is request i's stack distance within its
+    /// stream (u32::MAX: first touch) when the re-reference extension is on.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        ts: &[i64],
+        stream: &[u32],
+        op: &[u8],
+        offset: &[u64],
+        size: &[u32],
+        reuse: Option<&[u32]>,
+    ) {
+        let cfg = self.config;
+        let tree = cfg.tree;
+        for i in 0..ts.len() {
+            let s = self
+                .streams
+                .entry(stream[i])
+                .or_insert_with(|| StreamStats {
+                    alignment_bits: MAX_ALIGN_BITS,
+                    ..Default::default()
+                });
+            let leaf = tree.leaf_of(offset[i]);
+            let end = offset[i] + size[i] as u64;
+            s.requests += 1;
+            s.bytes += size[i] as u64;
+            *s.leaf_visits.entry(leaf).or_insert(0) += 1;
+            *s.windows.entry(ts[i] / cfg.window_ns.max(1)).or_insert(0) += 1;
+            s.alignment_bits = s.alignment_bits.min(offset[i].trailing_zeros());
+            let reused = reuse.map(|r| r[i]).filter(|&d| d != u32::MAX);
+            let kind = match s.last {
+                Some(l) if l.end == offset[i] => KIND_SEQUENTIAL,
+                _ if cfg.reref && reused.is_some() => KIND_REREF,
+                _ => KIND_RANDOM,
+            };
+            if kind == KIND_REREF {
+                s.reuse.add(reused.unwrap() as u64);
+            }
+            let cat = Category {
+                op: op[i],
+                size: size[i],
+                kind,
+            };
+            match s.last {
+                None => {
+                    s.first_ts = Some(ts[i]);
+                    s.first = Some((leaf, cat));
+                }
+                Some(l) => {
+                    let key = if cfg.flat {
+                        TransKey {
+                            depth: FLAT_DEPTH,
+                            prefix: l.leaf,
+                            from: 0,
+                            to: leaf as u32,
+                        }
+                    } else {
+                        tree.transition(l.leaf, leaf)
+                    };
+                    if !cfg.flat && key.depth + 1 < tree.levels {
+                        *s.entries.entry((key.depth, leaf)).or_insert(0) += 1;
+                    }
+                    let t = s.transitions.entry(key).or_default();
+                    t.count += 1;
+                    let iat = (ts[i] - l.ts).max(0) as u64;
+                    t.categories.entry(cat).or_default().add(iat);
+                }
+            }
+            s.last = Some(Last {
+                leaf,
+                end,
+                ts: ts[i],
+            });
+        }
+    }
+
+    /// Adds the statistics of the partition that follows this one in time.
+    ///
+    /// `later` must have been fitted with this fitter's last requests carried in
+    /// (`carry_from`), so the transitions across the boundary are already in it.
+    pub fn merge(&mut self, later: &Fitter) {
+        for (&id, o) in &later.streams {
+            let s = self.streams.entry(id).or_insert_with(|| StreamStats {
+                alignment_bits: MAX_ALIGN_BITS,
+                ..Default::default()
+            });
+            merge_stream(s, o);
+        }
+    }
+
+    /// A fitter for the next time partition that continues every stream from this one's
+    /// last request.
+    pub fn carry_from(&self) -> Fitter {
+        let mut next = Fitter::new(self.config);
+        for (&id, s) in &self.streams {
+            let carried = StreamStats {
+                last: s.last,
+                first_ts: s.first_ts,
+                first: s.first,
+                alignment_bits: MAX_ALIGN_BITS,
+                ..Default::default()
+            };
+            next.streams.insert(id, carried);
+        }
+        next
+    }
+}
+
+fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
+    s.requests += o.requests;
+    s.bytes += o.bytes;
+    if s.first.is_none() {
+        s.first = o.first;
+        s.first_ts = o.first_ts;
+    }
+    if o.last.is_some() {
+        s.last = o.last;
+    }
+    for (k, t) in &o.transitions {
+        let mine = s.transitions.entry(*k).or_default();
+        mine.count += t.count;
+        for (c, iat) in &t.categories {
+            mine.categories.entry(*c).or_default().merge(iat);
+        }
+    }
+    add_counts(&mut s.entries, &o.entries);
+    add_counts(&mut s.leaf_visits, &o.leaf_visits);
+    add_counts(&mut s.windows, &o.windows);
+    s.alignment_bits = s.alignment_bits.min(o.alignment_bits);
+    s.reuse.merge(&o.reuse);
+}
+
+fn add_counts<K: std::hash::Hash + Eq + Copy>(
+    into: &mut FxHashMap<K, u64>,
+    from: &FxHashMap<K, u64>,
+) {
+    for (k, c) in from {
+        *into.entry(*k).or_insert(0) += c;
+    }
+}
+
+/// LRU stack distances of each request within its stream, at `block`-byte granularity of the
+/// request's first block: the number of distinct blocks the stream touched since it last
+/// touched this one (u32::MAX when never). Exact, O(n log n) with a Fenwick tree per stream.
+pub fn stack_distances(stream: &[u32], offset: &[u64], block: u64) -> Vec<u32> {
+    let n = stream.len();
+    let mut out = vec![u32::MAX; n];
+    let mut by_stream: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
+    for (i, &s) in stream.iter().enumerate() {
+        by_stream.entry(s).or_default().push(i);
+    }
+    for idx in by_stream.values() {
+        let mut fen = Fenwick::new(idx.len());
+        let mut last: FxHashMap<u64, usize> = FxHashMap::default();
+        for (pos, &i) in idx.iter().enumerate() {
+            let b = offset[i] / block;
+            if let Some(prev) = last.insert(b, pos) {
+                // distinct blocks touched after prev: marks strictly between prev and pos
+                let d = fen.prefix(pos) - fen.prefix(prev + 1);
+                out[i] = d.min(u32::MAX as u64 - 1) as u32;
+                fen.add(prev, -1);
+            }
+            fen.add(pos, 1);
+        }
+    }
+    out
+}
+
+/// Prefix sums with point updates.
+pub struct Fenwick {
+    tree: Vec<i64>,
+}
+
+impl Fenwick {
+    pub fn new(n: usize) -> Fenwick {
+        Fenwick {
+            tree: vec![0; n + 1],
+        }
+    }
+
+    pub fn add(&mut self, i: usize, delta: i64) {
+        let mut i = i + 1;
+        while i < self.tree.len() {
+            self.tree[i] += delta;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Sum of positions [0, i).
+    pub fn prefix(&self, i: usize) -> u64 {
+        let mut i = i;
+        let mut s = 0i64;
+        while i > 0 {
+            s += self.tree[i];
+            i -= i & i.wrapping_neg();
+        }
+        s as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.tree.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The smallest position p with prefix(p + 1) >= k (k >= 1): the k-th mark.
+    pub fn find_kth(&self, k: u64) -> usize {
+        let mut pos = 0usize;
+        let mut rem = k as i64;
+        let mut step = self.tree.len().next_power_of_two();
+        while step > 0 {
+            let next = pos + step;
+            if next < self.tree.len() && self.tree[next] < rem {
+                pos = next;
+                rem -= self.tree[next];
+            }
+            step >>= 1;
+        }
+        pos
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(levels: u32) -> FitConfig {
+        FitConfig {
+            tree: Tree::new(levels, 4, 1600),
+            flat: false,
+            window_ns: 1_000,
+            reref: false,
+        }
+    }
+
+    #[test]
+    fn counts_transitions_categories_and_iats() {
+        let mut f = Fitter::new(cfg(2));
+        // stream 0: leaf 0 -> leaf 0 (sequential) -> leaf 6 (random); stream 1: one request
+        f.update(
+            &[0, 10, 30, 35],
+            &[0, 0, 1, 0],
+            &[0, 0, 1, 1],
+            &[0, 50, 700, 650],
+            &[50, 50, 4, 4],
+            None,
+        );
+        let s = &f.streams[&0];
+        assert_eq!(s.requests, 3);
+        let fine = &s.transitions[&TransKey {
+            depth: 1,
+            prefix: 0,
+            from: 0,
+            to: 0,
+        }];
+        let seq = Category {
+            op: 0,
+            size: 50,
+            kind: KIND_SEQUENTIAL,
+        };
+        assert_eq!(fine.categories[&seq].count, 1);
+        assert_eq!(fine.categories[&seq].sum, 10.0);
+        let coarse = &s.transitions[&TransKey {
+            depth: 0,
+            prefix: 0,
+            from: 0,
+            to: 1,
+        }];
+        let rnd = Category {
+            op: 1,
+            size: 4,
+            kind: KIND_RANDOM,
+        };
+        assert_eq!(coarse.categories[&rnd].sum, 25.0);
+        assert_eq!(s.entries[&(0, 6)], 1);
+        assert_eq!(s.alignment_bits, 1); // 650 = 2 * 325
+        assert_eq!(f.streams[&1].requests, 1);
+    }
+
+    #[test]
+    fn partitions_merge_to_the_whole() {
+        let ts = [0i64, 5, 9, 14, 20, 26];
+        let st = [0u32, 1, 0, 1, 0, 0];
+        let op = [0u8, 1, 0, 1, 1, 0];
+        let off = [0u64, 800, 100, 808, 1500, 1508];
+        let sz = [100u32, 8, 4, 8, 8, 8];
+        let mut whole = Fitter::new(cfg(2));
+        whole.update(&ts, &st, &op, &off, &sz, None);
+        let mut first = Fitter::new(cfg(2));
+        first.update(&ts[..3], &st[..3], &op[..3], &off[..3], &sz[..3], None);
+        let mut second = first.carry_from();
+        second.update(&ts[3..], &st[3..], &op[3..], &off[3..], &sz[3..], None);
+        first.merge(&second);
+        assert_eq!(first.streams, whole.streams);
+    }
+
+    #[test]
+    fn stack_distances_count_distinct_blocks_in_between() {
+        // blocks: a b a c b a  (stream 0); stream 1 interleaves but does not count
+        let st = [0u32, 0, 1, 0, 0, 0, 0];
+        let off = [0u64, 4096, 0, 0, 8192, 4096, 0];
+        let d = stack_distances(&st, &off, 4096);
+        assert_eq!(d, vec![u32::MAX, u32::MAX, u32::MAX, 1, u32::MAX, 2, 2]);
+    }
+
+    #[test]
+    fn fenwick_finds_kth_mark() {
+        let mut f = Fenwick::new(10);
+        for p in [1, 4, 7] {
+            f.add(p, 1);
+        }
+        assert_eq!(f.find_kth(1), 1);
+        assert_eq!(f.find_kth(2), 4);
+        assert_eq!(f.find_kth(3), 7);
+    }
+}
