@@ -35,7 +35,8 @@ class DelimitedFormat(TraceFormat):
     """A delimited text format: subclasses declare fields and `canonical`."""
 
     fields: ClassVar[tuple[Field, ...]]
-    separator: ClassVar[str] = ","
+    # One character, or None for fields separated by runs of spaces and tabs.
+    separator: ClassVar[str | None] = ","
     has_header: ClassVar[bool] = False
     # canonical column -> the raw field whose value decides it (to name the field in errors)
     blame: ClassVar[dict[str, str]] = {}
@@ -46,6 +47,8 @@ class DelimitedFormat(TraceFormat):
 
     # -- reading -----------------------------------------------------------------------
     def raw_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
+        if self.separator is None:
+            return self._whitespace_scan(path, typed)
         schema = {f.name: (f.dtype if typed else pl.String()) for f in self.fields}
         return pl.scan_csv(
             path,
@@ -55,6 +58,29 @@ class DelimitedFormat(TraceFormat):
             truncate_ragged_lines=True,
             quote_char=None,
         )
+
+    def _whitespace_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
+        """Whole lines (polars wants a one-byte separator), split on runs of blanks, lazily.
+
+        Extra fields are ignored, like `truncate_ragged_lines` does for delimited files.
+        """
+        lines = pl.scan_csv(
+            path,
+            has_header=False,
+            skip_rows=1 if self.has_header else 0,
+            separator="\x1f",
+            schema={"__text": pl.String()},
+            truncate_ragged_lines=True,
+            quote_char=None,
+        )
+        parts = pl.col("__text").str.strip_chars().str.replace_all(r"\s+", " ").str.split(" ")
+        columns = []
+        for i, f in enumerate(self.fields):
+            value = parts.list.get(i, null_on_oob=True)
+            if typed and f.dtype != pl.String():
+                value = value.cast(f.dtype, strict=False)
+            columns.append(value.alias(f.name))
+        return lines.select(columns)
 
     def scan(self, path: Path, opts: ReadOptions) -> Scan:
         if opts.skip_bad:
@@ -89,7 +115,8 @@ class DelimitedFormat(TraceFormat):
         extra = [c for c in ("latency_ns", "file") if c in scan.frame.collect_schema()]
         frame = scan.frame.select(*keep, *extra)
         semantic: pl.Expr = pl.col("__bad")
-        for col in reversed(list(CANONICAL_SCHEMA)):
+        # Optional columns too: a null there (e.g. a missing latency) is as bad as any.
+        for col in reversed([*CANONICAL_SCHEMA, *extra]):
             who = self.blame.get(col, col)
             semantic = (
                 pl.when(pl.col("__bad").is_null() & pl.col(col).is_null())
