@@ -13,8 +13,9 @@ Settings (KEY=VALUE, `--opt` on the command line, `ReadOptions.extra` in Python)
 - `header`: yes or no (default yes when a column is named, no when all are indices);
 - `sep`: one character, `tab`, or `space` for runs of blanks (default `,`).
 
-A numeric stream column gives the stream ids; any other text is numbered in order of
-appearance and keeps its text as the stream's name. Never auto-detected.
+A numeric stream column (judged by its first value) gives the stream ids; text is given
+ids as it is read (not necessarily in order of appearance) and keeps its text as the
+stream's name. Never auto-detected: any text could be CSV.
 """
 
 from __future__ import annotations
