@@ -115,7 +115,7 @@ def _check_and_normalize(
     df: pl.DataFrame, fmt: TraceFormat, path: Path, opts: ReadOptions, src: Path
 ) -> tuple[pl.DataFrame, bool]:
     """Raises on malformed records; sorts stably when out of time order. Returns (df, changed)."""
-    nulls = df.select(pl.sum_horizontal(pl.all().null_count())).item()
+    nulls = _required_nulls(df)
     if nulls:
         located = fmt.locate_error(path, opts) if isinstance(fmt, DelimitedFormat) else None
         if located is not None:
@@ -126,6 +126,18 @@ def _check_and_normalize(
         return df, False
     df = df.sort("ts_ns", maintain_order=True)
     return df.with_columns(pl.col("ts_ns") - pl.col("ts_ns").min()), True
+
+
+def _check_latency_fields(fmt: TraceFormat, path: Path, opts: ReadOptions, src: Path) -> None:
+    """Unknown latencies are fine when their field is empty, not when it does not parse."""
+    located = fmt.locate_error(path, opts) if isinstance(fmt, DelimitedFormat) else None
+    if located is not None:
+        raise TraceFormatError(src, located.location, located.field, located.message)
+
+
+def _required_nulls(df: pl.DataFrame) -> int:
+    """Nulls in the columns every request must have (latency may be unknown for some)."""
+    return sum(df.select(pl.exclude("latency_ns").null_count()).row(0))
 
 
 def _meta(src: Path, fmt: TraceFormat, scan: Scan, streams: list[int]) -> TraceMeta:
@@ -162,6 +174,8 @@ def ingest(
             check = _write_checked(frame, tmp)
             if scan.finish is not None:
                 scan.finish()
+        if check.unknown_latencies:
+            _check_latency_fields(fmt, path, opts, src)
         if check.nulls or not check.ordered:
             df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)
             meta = _meta(src, fmt, scan, df.get_column("stream").unique().sort().to_list())
@@ -189,6 +203,7 @@ class _BatchChecks:
 
     requests: int = 0
     nulls: int = 0
+    unknown_latencies: int = 0
     ordered: bool = True
     last_ts: int = 0
     streams: set[int] = field(default_factory=set)
@@ -197,7 +212,9 @@ class _BatchChecks:
         if batch.height == 0:
             return
         self.requests += batch.height
-        self.nulls += sum(batch.null_count().row(0))
+        self.nulls += _required_nulls(batch)
+        if "latency_ns" in batch.columns:
+            self.unknown_latencies += batch.get_column("latency_ns").null_count()
         ts = batch.get_column("ts_ns")
         first, last = ts[0], ts[-1]
         if self.ordered and (first is None or first < self.last_ts or not ts.is_sorted()):

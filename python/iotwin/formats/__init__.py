@@ -6,14 +6,28 @@ from pathlib import Path
 
 from ..errors import IotwinError
 from ..source import logical_name, read_head
+from .alibaba import AlibabaFormat
+from .arc import ArcFormat
 from .base import ReadOptions, ReadReport, Scan, TraceFormat
+from .disksim import DiskSimFormat
+from .generic_csv import CsvFormat
 from .msr import MsrFormat
+from .spc import SpcFormat
+from .systor import SystorFormat
+from .tencent import TencentFormat
 from .vscsi import VscsiFormat
 
 # One line per format; detection tries them all and requires exactly one to match.
 _ALL: list[TraceFormat] = [
     MsrFormat(),
     VscsiFormat(),
+    TencentFormat(),
+    DiskSimFormat(),
+    ArcFormat(),
+    SystorFormat(),
+    SpcFormat(),
+    AlibabaFormat(),
+    CsvFormat(),
 ]
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in _ALL}
 

@@ -38,7 +38,8 @@ class DelimitedFormat(TraceFormat):
     """A delimited text format: subclasses declare fields and `canonical`."""
 
     fields: ClassVar[tuple[Field, ...]]
-    separator: ClassVar[str] = ","
+    # One character, or None for fields separated by runs of spaces and tabs.
+    separator: ClassVar[str | None] = ","
     has_header: ClassVar[bool] = False
     # canonical column -> the raw field whose value decides it (to name the field in errors)
     blame: ClassVar[dict[str, str]] = {}
@@ -51,6 +52,8 @@ class DelimitedFormat(TraceFormat):
     def raw_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
         """The raw fields, lazily. Typed: chunks parsed by polars' in-memory CSV reader (much
         faster than its streaming scanner), bounded memory. Untyped: every field a string."""
+        if self.separator is None:
+            return self._whitespace_scan(path, typed)
         if typed:
             schema = {f.name: f.dtype for f in self.fields}
             return lazy_from_batches(lambda cols: self._typed_chunks(path, cols), schema)
@@ -77,6 +80,29 @@ class DelimitedFormat(TraceFormat):
                 truncate_ragged_lines=True,
                 quote_char=None,
             )
+
+    def _whitespace_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
+        """Whole lines (polars wants a one-byte separator), split on runs of blanks, lazily.
+
+        Extra fields are ignored, like `truncate_ragged_lines` does for delimited files.
+        """
+        lines = pl.scan_csv(
+            path,
+            has_header=False,
+            skip_rows=1 if self.has_header else 0,
+            separator="\x1f",
+            schema={"__text": pl.String()},
+            truncate_ragged_lines=True,
+            quote_char=None,
+        )
+        parts = pl.col("__text").str.strip_chars().str.replace_all(r"\s+", " ").str.split(" ")
+        columns = []
+        for i, f in enumerate(self.fields):
+            value = parts.list.get(i, null_on_oob=True)
+            if typed and f.dtype != pl.String():
+                value = value.cast(f.dtype, strict=False)
+            columns.append(value.alias(f.name))
+        return lines.select(columns)
 
     def scan(self, path: Path, opts: ReadOptions) -> Scan:
         if opts.skip_bad:
@@ -111,13 +137,16 @@ class DelimitedFormat(TraceFormat):
         extra = [c for c in ("latency_ns", "file") if c in scan.frame.collect_schema()]
         frame = scan.frame.select(*keep, *extra)
         semantic: pl.Expr = pl.col("__bad")
-        for col in reversed(list(CANONICAL_SCHEMA)):
+        # A null latency is allowed (unknown service time) when its field is empty; a
+        # value that does not convert is as bad as any.
+        optional = {f.name for f in self.fields if f.optional}
+        for col in reversed([*CANONICAL_SCHEMA, *extra]):
             who = self.blame.get(col, col)
-            semantic = (
-                pl.when(pl.col("__bad").is_null() & pl.col(col).is_null())
-                .then(pl.lit(who))
-                .otherwise(semantic)
-            )
+            broken = pl.col(col).is_null()
+            if col == "latency_ns" and who in optional:
+                given = pl.col(f"__raw_{who}").str.strip_chars().str.len_chars().fill_null(0) > 0
+                broken = broken & given
+            semantic = pl.when(pl.col("__bad").is_null() & broken).then(pl.lit(who)).otherwise(semantic)
         return scan, frame.with_columns(semantic.alias("__bad"))
 
     def _scan_skipping(self, path: Path, opts: ReadOptions) -> Scan:
