@@ -174,7 +174,7 @@ def ingest(
             check = _write_checked(frame, tmp)
             if scan.finish is not None:
                 scan.finish()
-        if check.unknown_latencies:
+        if check.unknown_latencies and not opts.skip_bad:
             _check_latency_fields(fmt, path, opts, src)
         if check.nulls or not check.ordered:
             df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)

@@ -146,7 +146,9 @@ class DelimitedFormat(TraceFormat):
             if col == "latency_ns" and who in optional:
                 given = pl.col(f"__raw_{who}").str.strip_chars().str.len_chars().fill_null(0) > 0
                 broken = broken & given
-            semantic = pl.when(pl.col("__bad").is_null() & broken).then(pl.lit(who)).otherwise(semantic)
+            semantic = (
+                pl.when(pl.col("__bad").is_null() & broken).then(pl.lit(who)).otherwise(semantic)
+            )
         return scan, frame.with_columns(semantic.alias("__bad"))
 
     def _scan_skipping(self, path: Path, opts: ReadOptions) -> Scan:
