@@ -91,6 +91,9 @@ def test_unparsable_response_is_an_error(tmp_path: Path) -> None:
         iotwin.ingest(src, tmp_path / "out.parquet", "systor")
     assert (err.value.location, err.value.field) == ("line 3", "Response")
     assert list(tmp_path.iterdir()) == [src]
+    with pytest.raises(iotwin.TraceFormatError) as err:
+        iotwin.load_trace(src, "systor")
+    assert (err.value.location, err.value.field) == ("line 3", "Response")
 
 
 def test_skip_bad_counts(tmp_path: Path) -> None:

@@ -291,6 +291,8 @@ def load_trace(
             df = frame.collect()
             if scan.finish is not None:
                 scan.finish()
+        if "latency_ns" in df.columns and df["latency_ns"].null_count() and not opts.skip_bad:
+            _check_latency_fields(fmt, path, opts, src)
         df, _ = _check_and_normalize(df, fmt, path, opts, src)
         streams = df.get_column("stream").unique().sort().to_list()
         df = df.select(canonical_order(df.columns))
