@@ -1,0 +1,488 @@
+//! Inter-arrival time distributions: fitting from sufficient statistics, choice by
+//! goodness of fit, and sampling (seed 000, section III.D.1; design.md "The model").
+//!
+//! The paper's set (fixed, normal, exponential, Poisson, gamma) plus a two-phase
+//! hyper-exponential and the empirical histogram. Goodness of fit is the Kolmogorov-Smirnov
+//! statistic: the largest distance between the observed CDF (at the histogram's bucket
+//! edges) and the candidate's CDF.
+
+use super::hist::{bucket_range, Hist};
+use super::stats::IatStats;
+use rand::RngExt;
+use rand_distr::{Distribution, Gamma, Normal, Poisson};
+
+/// Poisson inter-arrivals count whole units of this many nanoseconds (DiskSpd counts ms).
+pub const POISSON_UNIT_NS: f64 = 1_000_000.0;
+/// Below this many samples no distribution is trusted over the plain exponential.
+const MIN_FIT_SAMPLES: u64 = 8;
+/// The largest KS distance at which a parametric family is kept over the empirical one.
+pub const KS_ACCEPT: f64 = 0.05;
+/// KS distances closer than this are a tie, settled in favour of the simpler family.
+const KS_NOISE: f64 = 0.005;
+const SIMPLEST_FIRST: [&str; 6] = [
+    "fixed",
+    "exponential",
+    "poisson",
+    "normal",
+    "gamma",
+    "hyperexp",
+];
+/// The empirical family needs enough samples to be more than noise.
+const MIN_EMPIRICAL_SAMPLES: u64 = 50;
+
+/// A fitted inter-arrival distribution (nanoseconds).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Iat {
+    Fixed {
+        value: f64,
+    },
+    Normal {
+        mean: f64,
+        sd: f64,
+    },
+    Exponential {
+        mean: f64,
+    },
+    Poisson {
+        mean: f64,
+    },
+    Gamma {
+        shape: f64,
+        scale: f64,
+    },
+    HyperExp {
+        p: f64,
+        mean1: f64,
+        mean2: f64,
+    },
+    /// (lo, hi, count) buckets: a bucket is picked by count, the value uniform inside it.
+    Empirical {
+        buckets: Vec<(u64, u64, u64)>,
+    },
+}
+
+pub const FAMILIES: [&str; 7] = [
+    "fixed",
+    "normal",
+    "exponential",
+    "poisson",
+    "gamma",
+    "hyperexp",
+    "empirical",
+];
+
+impl Iat {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Iat::Fixed { .. } => "fixed",
+            Iat::Normal { .. } => "normal",
+            Iat::Exponential { .. } => "exponential",
+            Iat::Poisson { .. } => "poisson",
+            Iat::Gamma { .. } => "gamma",
+            Iat::HyperExp { .. } => "hyperexp",
+            Iat::Empirical { .. } => "empirical",
+        }
+    }
+
+    pub fn mean(&self) -> f64 {
+        match self {
+            Iat::Fixed { value } => *value,
+            Iat::Normal { mean, .. } | Iat::Exponential { mean } | Iat::Poisson { mean } => *mean,
+            Iat::Gamma { shape, scale } => shape * scale,
+            Iat::HyperExp { p, mean1, mean2 } => p * mean1 + (1.0 - p) * mean2,
+            Iat::Empirical { buckets } => {
+                let n: u64 = buckets.iter().map(|b| b.2).sum();
+                let s: f64 = buckets
+                    .iter()
+                    .map(|&(lo, hi, c)| (lo + hi - 1) as f64 / 2.0 * c as f64)
+                    .sum();
+                if n == 0 {
+                    0.0
+                } else {
+                    s / n as f64
+                }
+            }
+        }
+    }
+
+    /// The CDF at x (nanoseconds).
+    pub fn cdf(&self, x: f64) -> f64 {
+        match self {
+            Iat::Fixed { value } => (x >= *value) as u8 as f64,
+            Iat::Normal { mean, sd } => normal_cdf((x - mean) / sd.max(1e-9)),
+            Iat::Exponential { mean } => 1.0 - (-x / mean.max(1e-9)).exp(),
+            Iat::Poisson { mean } => {
+                poisson_cdf((x / POISSON_UNIT_NS).floor(), mean / POISSON_UNIT_NS)
+            }
+            Iat::Gamma { shape, scale } => gamma_p(*shape, x.max(0.0) / scale),
+            Iat::HyperExp { p, mean1, mean2 } => {
+                p * (1.0 - (-x / mean1).exp()) + (1.0 - p) * (1.0 - (-x / mean2).exp())
+            }
+            Iat::Empirical { buckets } => {
+                let n: u64 = buckets.iter().map(|b| b.2).sum();
+                let mut below = 0.0;
+                for &(lo, hi, c) in buckets {
+                    if x >= hi as f64 {
+                        below += c as f64;
+                    } else if x > lo as f64 {
+                        below += c as f64 * (x - lo as f64) / (hi - lo) as f64;
+                    }
+                }
+                below / n.max(1) as f64
+            }
+        }
+    }
+
+    /// One inter-arrival time in nanoseconds (never negative).
+    pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        let v = match self {
+            Iat::Fixed { value } => *value,
+            Iat::Normal { mean, sd } => Normal::new(*mean, sd.max(0.0))
+                .map(|d| d.sample(rng))
+                .unwrap_or(*mean),
+            Iat::Exponential { mean } => -mean * (1.0 - rng.random::<f64>()).ln(),
+            Iat::Poisson { mean } => {
+                let lambda = mean / POISSON_UNIT_NS;
+                if lambda <= 0.0 {
+                    0.0
+                } else {
+                    Poisson::new(lambda)
+                        .map(|d| d.sample(rng))
+                        .unwrap_or(lambda)
+                        * POISSON_UNIT_NS
+                }
+            }
+            Iat::Gamma { shape, scale } => Gamma::new(*shape, *scale)
+                .map(|d| d.sample(rng))
+                .unwrap_or(shape * scale),
+            Iat::HyperExp { p, mean1, mean2 } => {
+                let m = if rng.random::<f64>() < *p {
+                    mean1
+                } else {
+                    mean2
+                };
+                -m * (1.0 - rng.random::<f64>()).ln()
+            }
+            Iat::Empirical { buckets } => {
+                let n: u64 = buckets.iter().map(|b| b.2).sum();
+                let mut pick = rng.random_range(0..n.max(1));
+                let mut v = 0.0;
+                for &(lo, hi, c) in buckets {
+                    if pick < c {
+                        v = lo as f64 + rng.random::<f64>() * (hi - lo) as f64;
+                        break;
+                    }
+                    pick -= c;
+                }
+                v
+            }
+        };
+        v.max(0.0)
+    }
+}
+
+/// The fitted candidates of each family, in FAMILIES order (None where a family cannot fit).
+pub fn candidates(s: &IatStats) -> Vec<Option<Iat>> {
+    let n = s.count as f64;
+    let mean = if s.count > 0 { s.sum / n } else { 0.0 };
+    let var = if s.count > 1 {
+        ((s.sum_sq - s.sum * s.sum / n) / (n - 1.0)).max(0.0)
+    } else {
+        0.0
+    };
+    let sd = var.sqrt();
+    let cv = if mean > 0.0 { sd / mean } else { 0.0 };
+    let gamma = fit_gamma(s, mean);
+    let hyper = if cv > 1.0 && mean > 0.0 {
+        // balanced-means two-moment fit (cv^2 > 1)
+        let c2 = cv * cv;
+        let p = 0.5 * (1.0 + ((c2 - 1.0) / (c2 + 1.0)).sqrt());
+        Some(Iat::HyperExp {
+            p,
+            mean1: mean / (2.0 * p),
+            mean2: mean / (2.0 * (1.0 - p)),
+        })
+    } else {
+        None
+    };
+    vec![
+        Some(Iat::Fixed { value: mean }),
+        (sd > 0.0).then_some(Iat::Normal { mean, sd }),
+        (mean > 0.0).then_some(Iat::Exponential { mean }),
+        (mean > 0.0).then_some(Iat::Poisson { mean }),
+        gamma,
+        hyper,
+        Some(empirical(&s.hist)),
+    ]
+}
+
+/// Gamma by maximum likelihood (Minka's approximation) over the positive samples.
+fn fit_gamma(s: &IatStats, mean: f64) -> Option<Iat> {
+    if s.positive < 2 || mean <= 0.0 || s.positive != s.count {
+        return None;
+    }
+    let ln_mean = (s.sum / s.positive as f64).ln();
+    let mean_ln = s.sum_log / s.positive as f64;
+    let sdiff = ln_mean - mean_ln;
+    if sdiff <= 1e-12 {
+        return None;
+    }
+    let shape = (3.0 - sdiff + ((sdiff - 3.0).powi(2) + 24.0 * sdiff).sqrt()) / (12.0 * sdiff);
+    Some(Iat::Gamma {
+        shape,
+        scale: mean / shape,
+    })
+}
+
+pub fn empirical(h: &Hist) -> Iat {
+    let buckets = h
+        .sorted()
+        .into_iter()
+        .map(|(b, c)| {
+            let (lo, hi) = bucket_range(b);
+            (lo, hi, c)
+        })
+        .collect();
+    Iat::Empirical { buckets }
+}
+
+/// KS distance between the observed histogram and a candidate, at the bucket edges.
+pub fn ks_distance(h: &Hist, d: &Iat) -> f64 {
+    let total: u64 = h.counts.values().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mut below = 0u64;
+    let mut worst: f64 = 0.0;
+    for (b, c) in h.sorted() {
+        let (lo, hi) = bucket_range(b);
+        let before = below as f64 / total as f64;
+        below += c;
+        let after = below as f64 / total as f64;
+        // the observed CDF jumps inside [lo, hi): compare on both sides of the bucket
+        worst = worst.max((d.cdf(lo as f64 - 0.5) - before).abs());
+        worst = worst.max((d.cdf(hi as f64 - 0.5) - after).abs());
+    }
+    worst
+}
+
+/// The chosen distribution and its KS distance. `forced` names a family (or "auto").
+pub fn choose(s: &IatStats, forced: &str) -> (Iat, f64) {
+    let cands = candidates(s);
+    if forced != "auto" {
+        let i = FAMILIES.iter().position(|f| *f == forced).unwrap_or(2);
+        let d = cands[i]
+            .clone()
+            .or_else(|| cands[2].clone())
+            .unwrap_or(Iat::Fixed { value: 0.0 });
+        let ks = ks_distance(&s.hist, &d);
+        return (d, ks);
+    }
+    if s.count < MIN_FIT_SAMPLES {
+        let d = cands[2].clone().unwrap_or(Iat::Fixed { value: 0.0 });
+        let ks = ks_distance(&s.hist, &d);
+        return (d, ks);
+    }
+    // The simplest family (by parameter count) whose fit is as good as the best's, within
+    // sampling noise: a hyper-exponential never wins over the exponential it contains by noise.
+    let scored: Vec<(Iat, f64)> = cands
+        .iter()
+        .take(6)
+        .flatten()
+        .map(|d| (d.clone(), ks_distance(&s.hist, d)))
+        .collect();
+    let best_ks = scored.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+    let (d, ks) = SIMPLEST_FIRST
+        .iter()
+        .find_map(|name| {
+            scored
+                .iter()
+                .find(|c| c.0.name() == *name && c.1 <= best_ks + KS_NOISE)
+        })
+        .cloned()
+        .unwrap_or((Iat::Fixed { value: 0.0 }, 1.0));
+    if ks > KS_ACCEPT && s.count >= MIN_EMPIRICAL_SAMPLES {
+        let e = empirical(&s.hist);
+        let eks = ks_distance(&s.hist, &e);
+        return (e, eks);
+    }
+    (d, ks)
+}
+
+fn normal_cdf(z: f64) -> f64 {
+    0.5 * erfc(-z / std::f64::consts::SQRT_2)
+}
+
+/// Complementary error function (W. J. Cody's rational approximation via erfc = 1 - erf for
+/// small |x|; Numerical Recipes' Chebyshev fit elsewhere; |error| < 1.2e-7).
+fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t
+        * (-z * z - 1.26551223
+            + t * (1.00002368
+                + t * (0.37409196
+                    + t * (0.09678418
+                        + t * (-0.18628806
+                            + t * (0.27886807
+                                + t * (-1.13520398
+                                    + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
+            .exp();
+    if x >= 0.0 {
+        r
+    } else {
+        2.0 - r
+    }
+}
+
+fn ln_gamma(x: f64) -> f64 {
+    // Lanczos approximation (g = 7, n = 9)
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        return std::f64::consts::PI.ln()
+            - (std::f64::consts::PI * x).sin().ln()
+            - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let mut a = C[0];
+    let t = x + 7.5;
+    for (i, c) in C.iter().enumerate().skip(1) {
+        a += c / (x + i as f64);
+    }
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+/// The regularized lower incomplete gamma function P(a, x).
+pub fn gamma_p(a: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x < a + 1.0 {
+        // series
+        let mut sum = 1.0 / a;
+        let mut term = sum;
+        let mut n = a;
+        for _ in 0..500 {
+            n += 1.0;
+            term *= x / n;
+            sum += term;
+            if term.abs() < sum.abs() * 1e-14 {
+                break;
+            }
+        }
+        (sum.ln() - x + a * x.ln() - ln_gamma(a)).exp().min(1.0)
+    } else {
+        // continued fraction (Lentz)
+        let tiny = 1e-300;
+        let mut b = x + 1.0 - a;
+        let mut c = 1.0 / tiny;
+        let mut d = 1.0 / b;
+        let mut h = d;
+        for i in 1..500 {
+            let an = -(i as f64) * (i as f64 - a);
+            b += 2.0;
+            d = an * d + b;
+            if d.abs() < tiny {
+                d = tiny;
+            }
+            c = b + an / c;
+            if c.abs() < tiny {
+                c = tiny;
+            }
+            d = 1.0 / d;
+            let del = d * c;
+            h *= del;
+            if (del - 1.0).abs() < 1e-14 {
+                break;
+            }
+        }
+        (1.0 - (-x + a * x.ln() - ln_gamma(a)).exp() * h).clamp(0.0, 1.0)
+    }
+}
+
+fn poisson_cdf(k: f64, lambda: f64) -> f64 {
+    if k < 0.0 {
+        return 0.0;
+    }
+    if lambda <= 0.0 {
+        return 1.0;
+    }
+    // P(X <= k) = Q(k + 1, lambda) = 1 - P(k + 1, lambda)
+    1.0 - gamma_p(k + 1.0, lambda)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_pcg::Pcg64Mcg;
+
+    fn stats_of(values: impl Iterator<Item = u64>) -> IatStats {
+        let mut s = IatStats::default();
+        for v in values {
+            s.add(v);
+        }
+        s
+    }
+
+    #[test]
+    fn special_functions_match_known_values() {
+        assert!((normal_cdf(1.0) - 0.841_344_746).abs() < 1e-6);
+        assert!((gamma_p(1.0, 2.0) - (1.0 - (-2.0f64).exp())).abs() < 1e-9);
+        assert!((gamma_p(3.0, 2.5) - 0.456_186_884).abs() < 1e-6);
+        assert!((poisson_cdf(2.0, 1.5) - 0.808_846_831).abs() < 1e-6);
+    }
+
+    #[test]
+    fn chooses_the_family_that_made_the_data() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let exp = stats_of((0..20_000).map(|_| (-1e6 * (1.0 - rng.random::<f64>()).ln()) as u64));
+        let (d, ks) = choose(&exp, "auto");
+        assert!(
+            matches!(d, Iat::Exponential { .. } | Iat::Gamma { .. }),
+            "{d:?}"
+        );
+        assert!(ks < 0.02);
+        let fixed = stats_of(std::iter::repeat_n(5_000u64, 100));
+        assert_eq!(choose(&fixed, "auto").0, Iat::Fixed { value: 5_000.0 });
+        let g = Gamma::new(4.0, 250_000.0).unwrap();
+        let gam = stats_of((0..20_000).map(|_| g.sample(&mut rng) as u64));
+        match choose(&gam, "auto").0 {
+            Iat::Gamma { shape, .. } => assert!((shape - 4.0).abs() < 0.2, "shape {shape}"),
+            other => panic!("expected gamma, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn samples_keep_the_mean() {
+        let mut rng = Pcg64Mcg::seed_from_u64(2);
+        let dists = [
+            Iat::Exponential { mean: 1e5 },
+            Iat::Gamma {
+                shape: 2.0,
+                scale: 5e4,
+            },
+            Iat::HyperExp {
+                p: 0.8,
+                mean1: 62_500.0,
+                mean2: 250_000.0,
+            },
+            Iat::Normal { mean: 1e5, sd: 1e4 },
+            Iat::Poisson { mean: 1e7 },
+        ];
+        for d in dists {
+            let m: f64 = (0..100_000).map(|_| d.sample(&mut rng)).sum::<f64>() / 100_000.0;
+            assert!((m / d.mean() - 1.0).abs() < 0.02, "{d:?}: {m}");
+        }
+    }
+}
