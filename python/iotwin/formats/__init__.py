@@ -7,6 +7,9 @@ from pathlib import Path
 from ..errors import IotwinError
 from ..source import logical_name, read_head
 from .base import ReadOptions, ReadReport, Scan, TraceFormat
+from .blkparse import BlkparseFormat
+from .blktrace import BlktraceFormat
+from .fio_iolog import FioIologFormat
 from .msr import MsrFormat
 from .vscsi import VscsiFormat
 
@@ -14,6 +17,9 @@ from .vscsi import VscsiFormat
 _ALL: list[TraceFormat] = [
     MsrFormat(),
     VscsiFormat(),
+    BlktraceFormat(),
+    BlkparseFormat(),
+    FioIologFormat(),
 ]
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in _ALL}
 
