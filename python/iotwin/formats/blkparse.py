@@ -37,7 +37,7 @@ def _looks_like_blkparse(head: bytes) -> bool:
 
 class BlkparseFormat(TraceFormat):
     name = "blkparse"
-    title = "blkparse default text output (maj,min cpu seq time pid action RWBS sector + n)"
+    title = "blkparse default text output (maj,min cpu seq time pid action RWBS sector + n); --opt events=Q|D"
     stream_keys = ("device", "process")
     needs_plain_file = False
 
