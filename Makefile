@@ -5,11 +5,11 @@ PIP    := $(PY) -m pip
 SHARED ?= $(abspath ../shared)
 RUST_SRC := $(shell find src -name '*.rs') Cargo.toml
 PY_SRC   := $(shell find python -name '*.py') pyproject.toml
-DEB_PKGS := strace sqlite3 postgresql fio
+DEB_PKGS := strace sqlite3 postgresql fio blktrace
 
 .PHONY: setup sysdeps build test lint demo bench clean
 
-# Debian packages the tests drive for real (strace capture, SQLite, PostgreSQL, fio).
+# Debian packages the tests drive for real (strace capture, SQLite, PostgreSQL, fio, blkparse).
 # Installed when running as root on a machine that lacks them; otherwise just checked.
 sysdeps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -91,6 +91,125 @@ fn detect_vscsi(head: &[u8]) -> u8 {
     }
 }
 
+fn event_and_stream(
+    events: &str,
+    stream_by: &str,
+) -> PyResult<(
+    crate::readers::blktrace::Event,
+    crate::readers::blktrace::StreamBy,
+)> {
+    use crate::readers::blktrace::{Event, StreamBy};
+    let event = Event::from_letter(events)
+        .ok_or_else(|| PyValueError::new_err(format!("events must be Q or D, not '{events}'")))?;
+    let by = match stream_by {
+        "device" => StreamBy::Device,
+        "process" => StreamBy::Process,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "cannot stream by '{stream_by}'"
+            )))
+        }
+    };
+    Ok((event, by))
+}
+
+/// The byte order of a blktrace file's first record: 1 little-endian, 2 big-endian, 0 not blktrace.
+#[pyfunction]
+fn detect_blktrace(head: &[u8]) -> u8 {
+    use crate::readers::blktrace::{detect_endian, Endian};
+    match detect_endian(head) {
+        Some(Endian::Little) => 1,
+        Some(Endian::Big) => 2,
+        None => 0,
+    }
+}
+
+/// A blktrace binary reader fed raw chunks; see `readers::blktrace::Reader`.
+#[pyclass]
+struct BlktraceReader(crate::readers::blktrace::Reader);
+
+#[pymethods]
+impl BlktraceReader {
+    #[new]
+    fn new(big_endian: bool, events: &str, stream_by: &str, skip_bad: bool) -> PyResult<Self> {
+        use crate::readers::blktrace::{Endian, Reader};
+        let (event, by) = event_and_stream(events, stream_by)?;
+        let endian = if big_endian {
+            Endian::Big
+        } else {
+            Endian::Little
+        };
+        Ok(BlktraceReader(Reader::new(endian, event, by, skip_bad)))
+    }
+
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        at_end: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let reader = &mut self.0;
+        let parsed = py
+            .detach(|| reader.feed(buf, at_end))
+            .map_err(|e| parse_error_to_py(&e))?;
+        parsed_to_py(py, &parsed)
+    }
+}
+
+/// Parses whole lines of blkparse text output; see `readers::blkparse::parse`.
+#[pyfunction]
+#[pyo3(signature = (buf, first_line, events, stream_by, skip_bad))]
+fn parse_blkparse<'py>(
+    py: Python<'py>,
+    buf: &[u8],
+    first_line: u64,
+    events: &str,
+    stream_by: &str,
+    skip_bad: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (event, by) = event_and_stream(events, stream_by)?;
+    let parsed = py
+        .detach(|| crate::readers::blkparse::parse(buf, first_line, event, by, skip_bad))
+        .map_err(|e| parse_error_to_py(&e))?;
+    parsed_to_py(py, &parsed)
+}
+
+/// The fio iolog version (2 or 3) of a file's first bytes, or 0 when it is not an iolog.
+#[pyfunction]
+fn detect_fio_iolog(head: &[u8]) -> u8 {
+    crate::readers::fio_iolog::detect_version(head).unwrap_or(0)
+}
+
+/// A fio iolog reader fed whole lines; see `readers::fio_iolog::Reader`.
+#[pyclass]
+struct FioIologReader(crate::readers::fio_iolog::Reader);
+
+#[pymethods]
+impl FioIologReader {
+    #[new]
+    fn new(skip_bad: bool) -> Self {
+        FioIologReader(crate::readers::fio_iolog::Reader::new(skip_bad))
+    }
+
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        first_line: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let reader = &mut self.0;
+        let parsed = py
+            .detach(|| reader.feed(buf, first_line))
+            .map_err(|e| parse_error_to_py(&e))?;
+        parsed_to_py(py, &parsed)
+    }
+
+    /// File names by id.
+    fn files(&self) -> Vec<String> {
+        self.0.files().to_vec()
+    }
+}
+
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -101,5 +220,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(parse_vscsi, m)?)?;
     m.add_function(wrap_pyfunction!(detect_vscsi, m)?)?;
+    m.add_function(wrap_pyfunction!(detect_blktrace, m)?)?;
+    m.add_class::<BlktraceReader>()?;
+    m.add_function(wrap_pyfunction!(parse_blkparse, m)?)?;
+    m.add_function(wrap_pyfunction!(detect_fio_iolog, m)?)?;
+    m.add_class::<FioIologReader>()?;
     Ok(())
 }

@@ -37,4 +37,7 @@ def test_registry_lists_every_format() -> None:
         "spc",
         "alibaba",
         "csv",
+        "blktrace",
+        "blkparse",
+        "fio-iolog",
     ]

@@ -9,7 +9,10 @@ from ..source import logical_name, read_head
 from .alibaba import AlibabaFormat
 from .arc import ArcFormat
 from .base import ReadOptions, ReadReport, Scan, TraceFormat
+from .blkparse import BlkparseFormat
+from .blktrace import BlktraceFormat
 from .disksim import DiskSimFormat
+from .fio_iolog import FioIologFormat
 from .generic_csv import CsvFormat
 from .msr import MsrFormat
 from .spc import SpcFormat
@@ -28,6 +31,9 @@ _ALL: list[TraceFormat] = [
     SpcFormat(),
     AlibabaFormat(),
     CsvFormat(),
+    BlktraceFormat(),
+    BlkparseFormat(),
+    FioIologFormat(),
 ]
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in _ALL}
 

@@ -18,6 +18,15 @@ CHUNK_BYTES = 32 << 20
 
 # parse(buf, first_unit, byte_base) -> {"columns", "skipped", "skipped_examples"}
 ChunkParser = Callable[[bytes, int, int], dict[str, Any]]
+# parse(buf, at_end) -> the same, for stateful parsers that keep cut records themselves
+StreamParser = Callable[[bytes, bool], dict[str, Any]]
+
+
+def _restart(report: ReadReport) -> None:
+    """A lazy frame may run its source more than once (the pipeline reads the first timestamp
+    before streaming it all): each run counts skipped records afresh."""
+    report.skipped = 0
+    report.examples.clear()
 
 
 def _collect(path: Path, parsed: dict[str, Any], report: ReadReport) -> pl.DataFrame:
@@ -41,6 +50,7 @@ def record_batches(
     of the chunk's first record and its byte offset."""
     per_chunk = max(1, CHUNK_BYTES // record_size) * record_size
     record, byte = 1, 0
+    _restart(report)
     with open_bytes(path) as f:
         while True:
             buf = _read_full(f, per_chunk)
@@ -59,6 +69,7 @@ def line_batches(path: Path, parse: ChunkParser, report: ReadReport) -> Iterator
     """Text in chunks of whole lines. parse gets the 1-based number of the chunk's first line
     and its byte offset; a stateful parser (strace) keeps its state between calls."""
     line, byte, carry = 1, 0, b""
+    _restart(report)
     with open_bytes(path) as f:
         while True:
             block = _read_full(f, CHUNK_BYTES)
@@ -81,6 +92,23 @@ def line_batches(path: Path, parse: ChunkParser, report: ReadReport) -> Iterator
             line += chunk.count(b"\n")
             byte += len(chunk)
             if not block:
+                return
+
+
+def byte_batches(path: Path, parse: StreamParser, report: ReadReport) -> Iterator[pl.DataFrame]:
+    """Raw chunks for a stateful parser of variable-length binary records (blktrace), which
+    keeps a record cut by the chunk boundary until the next chunk and knows its own offsets."""
+    _restart(report)
+    with open_bytes(path) as f:
+        while True:
+            block = _read_full(f, CHUNK_BYTES)
+            at_end = len(block) < CHUNK_BYTES
+            try:
+                parsed = parse(block, at_end)
+            except ValueError as exc:
+                _raise_located(path, exc)
+            yield _collect(path, parsed, report)
+            if at_end:
                 return
 
 
