@@ -72,7 +72,8 @@ def canonical_frame(scan: Scan) -> pl.LazyFrame:
     frame = scan.frame
     names = frame.collect_schema().names()
     schema = {**CANONICAL_SCHEMA, **{k: v for k, v in OPTIONAL_SCHEMA.items() if k in names}}
-    first = frame.select(pl.col("ts_ns").first()).collect().item() if scan.timed else 0
+    probe = scan.timed and not scan.relative
+    first = frame.select(pl.col("ts_ns").first()).collect().item() if probe else 0
     shifted = pl.col("ts_ns") - (first or 0) if scan.timed else pl.lit(0, pl.Int64())
     return frame.with_columns(shifted.alias("ts_ns")).select(
         [pl.col(c).cast(t) for c, t in schema.items()]

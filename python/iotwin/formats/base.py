@@ -80,6 +80,8 @@ class Scan:
     frame: pl.LazyFrame
     stream_by: str
     timed: bool = True
+    # True when the reader already counts time from the first record (saves a probe).
+    relative: bool = False
     ordered: bool = True
     capacity: int | None = None
     # Names streams by id once the pipeline knows which ids occur (default: "device 3").

@@ -63,4 +63,6 @@ class MsrFormat(DelimitedFormat):
             size=pl.col("Size"),
             latency_ns=pl.col("ResponseTime") * TICK_NS,
         )
-        return Scan(frame=frame, stream_by=stream_by, stream_name=lambda d: f"{host}_{d}")
+        return Scan(
+            frame=frame, stream_by=stream_by, relative=True, stream_name=lambda d: f"{host}_{d}"
+        )
