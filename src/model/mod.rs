@@ -3,6 +3,8 @@
 //! document, and the sampler that regenerates requests from it.
 
 pub mod dist;
+pub mod finalize;
 pub mod hist;
+pub mod sample;
 pub mod stats;
 pub mod tree;

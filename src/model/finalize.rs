@@ -1,0 +1,162 @@
+//! Finalisation: sufficient statistics -> the model document (JSON), with probabilities and
+//! fitted inter-arrival distributions. The Python side adds names, provenance and the schema
+//! check; the sampler (`sample.rs`) reads the same document back.
+
+use super::dist::{choose, Iat};
+use super::hist::bucket_range;
+use super::stats::{
+    Category, Fitter, StreamStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_SEQUENTIAL,
+};
+use serde_json::{json, Map, Value};
+
+pub const MODEL_VERSION: u64 = 1;
+
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_SEQUENTIAL => "sequential",
+        KIND_REREF => "reref",
+        _ => "random",
+    }
+}
+
+pub fn kind_code(name: &str) -> u8 {
+    match name {
+        "sequential" => KIND_SEQUENTIAL,
+        "reref" => KIND_REREF,
+        _ => KIND_RANDOM,
+    }
+}
+
+pub fn iat_json(d: &Iat, ks: f64, count: u64) -> Value {
+    let mut m = match d {
+        Iat::Fixed { value } => json!({"dist": "fixed", "value_ns": value}),
+        Iat::Normal { mean, sd } => json!({"dist": "normal", "mean_ns": mean, "sd_ns": sd}),
+        Iat::Exponential { mean } => json!({"dist": "exponential", "mean_ns": mean}),
+        Iat::Poisson { mean } => json!({"dist": "poisson", "mean_ns": mean}),
+        Iat::Gamma { shape, scale } => json!({"dist": "gamma", "shape": shape, "scale_ns": scale}),
+        Iat::HyperExp { p, mean1, mean2 } => {
+            json!({"dist": "hyperexp", "p": p, "mean1_ns": mean1, "mean2_ns": mean2})
+        }
+        Iat::Empirical { buckets } => {
+            let b: Vec<Value> = buckets
+                .iter()
+                .map(|&(lo, hi, c)| json!([lo, hi, c]))
+                .collect();
+            json!({"dist": "empirical", "buckets": b})
+        }
+    };
+    let obj = m.as_object_mut().unwrap();
+    obj.insert("ks".into(), json!(round6(ks)));
+    obj.insert("samples".into(), json!(count));
+    m
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn category_json(c: &Category, count: u64, total: u64, iat: Value) -> Value {
+    json!({
+        "op": c.op,
+        "size": c.size,
+        "kind": kind_name(c.kind),
+        "count": count,
+        "p": count as f64 / total.max(1) as f64,
+        "iat": iat,
+    })
+}
+
+/// The model document for fitted statistics.
+pub fn finalize(f: &Fitter, iat_family: &str, span_ns: i64) -> Value {
+    let cfg = f.config;
+    let total: u64 = f.streams.values().map(|s| s.requests).sum();
+    let windows = (span_ns / cfg.window_ns.max(1) + 1).max(1);
+    let mut ids: Vec<u32> = f.streams.keys().copied().collect();
+    ids.sort_unstable();
+    let streams: Vec<Value> = ids
+        .iter()
+        .map(|id| stream_json(*id, &f.streams[id], total, windows, iat_family))
+        .collect();
+    json!({
+        "format": "iotwin-model",
+        "version": MODEL_VERSION,
+        "levels": cfg.tree.levels,
+        "fanout": cfg.tree.fanout,
+        "flat": cfg.flat,
+        "capacity": cfg.tree.capacity,
+        "reref": cfg.reref,
+        "window_ns": cfg.window_ns,
+        "span_ns": span_ns,
+        "requests": total,
+        "iat_family": iat_family,
+        "streams": streams,
+    })
+}
+
+fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &str) -> Value {
+    let mut keys: Vec<_> = s.transitions.keys().copied().collect();
+    keys.sort_unstable();
+    let transitions: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            let t = &s.transitions[k];
+            let mut cats: Vec<_> = t.categories.iter().collect();
+            cats.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+            let cats: Vec<Value> = cats
+                .into_iter()
+                .map(|(c, st)| {
+                    let (d, ks) = choose(st, iat_family);
+                    category_json(c, st.count, t.count, iat_json(&d, ks, st.count))
+                })
+                .collect();
+            let mut m = Map::new();
+            if k.depth == FLAT_DEPTH {
+                m.insert("from_leaf".into(), json!(k.prefix));
+                m.insert("to_leaf".into(), json!(k.to));
+            } else {
+                m.insert("depth".into(), json!(k.depth));
+                m.insert("node".into(), json!(k.prefix));
+                m.insert("from".into(), json!(k.from));
+                m.insert("to".into(), json!(k.to));
+            }
+            m.insert("count".into(), json!(t.count));
+            m.insert("categories".into(), Value::Array(cats));
+            Value::Object(m)
+        })
+        .collect();
+    let mut window_counts = vec![0u64; windows as usize];
+    for (&w, &c) in &s.windows {
+        let i = (w.max(0) as usize).min(window_counts.len() - 1);
+        window_counts[i] += c;
+    }
+    let mut entries: Vec<_> = s.entries.iter().map(|(&(d, q), &c)| (d, q, c)).collect();
+    entries.sort_unstable();
+    let mut leaves: Vec<_> = s.leaf_visits.iter().map(|(&l, &c)| (l, c)).collect();
+    leaves.sort_unstable();
+    let reuse: Vec<Value> = s
+        .reuse
+        .sorted()
+        .into_iter()
+        .map(|(b, c)| {
+            let (lo, hi) = bucket_range(b);
+            json!([lo, hi, c])
+        })
+        .collect();
+    let first = s.first.map(
+        |(leaf, c)| json!({"leaf": leaf, "op": c.op, "size": c.size, "kind": kind_name(c.kind)}),
+    );
+    json!({
+        "id": id,
+        "requests": s.requests,
+        "weight": s.requests as f64 / total.max(1) as f64,
+        "bytes": s.bytes,
+        "start_ns": s.first_ts.unwrap_or(0),
+        "alignment": 1u64 << s.alignment_bits.min(20),
+        "first": first,
+        "windows": window_counts,
+        "leaves": leaves.iter().map(|&(l, c)| json!([l, c])).collect::<Vec<_>>(),
+        "entries": entries.iter().map(|&(d, q, c)| json!([d, q, c])).collect::<Vec<_>>(),
+        "reuse": reuse,
+        "transitions": transitions,
+    })
+}
