@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -42,6 +43,7 @@ class IngestResult:
     skipped: int
     skipped_examples: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)  # format-specific facts (Scan.info)
 
 
 def resolve_format(path: Path, format_name: str | None) -> TraceFormat:
@@ -173,6 +175,7 @@ def ingest(
         skipped=scan.report.skipped,
         skipped_examples=scan.report.examples,
         seconds=time.perf_counter() - started,
+        info=scan.info,
     )
 
 

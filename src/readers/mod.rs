@@ -1,4 +1,5 @@
 //! Parsers for binary and irregular-text trace formats, one file each. Delimited text formats
 //! are read with polars on the Python side.
 
+pub mod strace;
 pub mod vscsi;

@@ -8,12 +8,14 @@ from ..errors import IotwinError
 from ..source import logical_name, read_head
 from .base import ReadOptions, ReadReport, Scan, TraceFormat
 from .msr import MsrFormat
+from .strace import StraceFormat
 from .vscsi import VscsiFormat
 
 # One line per format; detection tries them all and requires exactly one to match.
 _ALL: list[TraceFormat] = [
     MsrFormat(),
     VscsiFormat(),
+    StraceFormat(),
 ]
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in _ALL}
 
