@@ -434,15 +434,17 @@ fn split_args(s: &[u8]) -> Option<(Vec<&[u8]>, &[u8])> {
     None
 }
 
-/// `3</path>` as (3, Some("/path")); a bare `3` as (3, None).
+/// `3</path>` as (3, Some("/path")); a bare `3` as (3, None). strace 6 marks an fd whose
+/// file was unlinked `3</path>(deleted)`.
 fn split_fd(arg: &[u8]) -> Option<(i64, Option<&[u8]>)> {
-    match arg.iter().position(|&c| c == b'<') {
-        Some(i) if arg.ends_with(b">") => {
-            Some((parse_i64(&arg[..i])?, Some(&arg[i + 1..arg.len() - 1])))
-        }
-        Some(_) => None,
-        None => Some((parse_i64(arg)?, None)),
+    let Some(open) = arg.iter().position(|&c| c == b'<') else {
+        return Some((parse_i64(arg)?, None));
+    };
+    let end = skip_annotation(arg, open)?;
+    if !matches!(&arg[end..], b"" | b"(deleted)" | b" (deleted)") {
+        return None;
     }
+    Some((parse_i64(&arg[..open])?, Some(&arg[open + 1..end - 1])))
 }
 
 /// The path of a `-y` annotation if it names a file: absolute, not under /proc or /sys.
@@ -1135,6 +1137,16 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!((e.location.as_str(), e.field.as_str()), ("line 11", "time"));
+    }
+
+    #[test]
+    fn deleted_files_keep_their_path() {
+        assert_eq!(
+            split_fd(b"1</tmp/#10010914>(deleted)"),
+            Some((1, Some(&b"/tmp/#10010914"[..])))
+        );
+        assert_eq!(file_path(Some(b"/tmp/x (deleted)")), Some(&b"/tmp/x"[..]));
+        assert_eq!(split_fd(b"1</tmp/x>junk"), None);
     }
 
     #[test]
