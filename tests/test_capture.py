@@ -104,6 +104,9 @@ def test_keep_strace_and_missing_command(tmp_path: Path) -> None:
     assert result.strace_log == log and "/etc/hostname" in log.read_text()
     with pytest.raises(iotwin.IotwinError, match="no-such-command: command not found"):
         iotwin.capture(["no-such-command"], tmp_path / "u.parquet")
+    with pytest.raises(iotwin.IotwinError, match="'volume' is not one of thread, process, file"):
+        iotwin.capture(["true"], tmp_path / "v.parquet", stream_by="volume")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.strace", "t.parquet"]
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import IotwinError
-from .formats import ReadOptions
+from .formats import FORMATS, ReadOptions
 from .ingest import ingest
 from .source import atomic_output
 from .trace import read_meta, set_parquet_metadata
@@ -91,6 +91,9 @@ def capture(
         raise IotwinError(
             "capture needs strace, which is not installed (Debian/Ubuntu: apt-get install strace)"
         )
+    keys = FORMATS["strace"].stream_keys
+    if stream_by not in keys:
+        raise IotwinError(f"capture: --stream-by '{stream_by}' is not one of {', '.join(keys)}")
     if shutil.which(cmd[0]) is None:
         raise IotwinError(f"capture: {cmd[0]}: command not found")
     output = Path(output)

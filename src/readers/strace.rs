@@ -912,38 +912,12 @@ impl Parser {
                 format!("transfer size {value} out of range"),
             )
         })?;
-        let explicit = match name {
-            b"pread64" | b"pwrite64" | b"preadv" | b"pwritev" | b"preadv2" | b"pwritev2" => {
-                let arg = call.args.get(3).copied().unwrap_or_default();
-                let off = parse_i64(arg).ok_or_else(|| {
-                    ParseError::at_line(number, "offset", format!("bad offset '{}'", text(arg)))
-                })?;
-                // preadv2/pwritev2 with offset -1 use and move the file position.
-                if off < 0 && !name.ends_with(b"2") {
-                    return Err(ParseError::at_line(
-                        number,
-                        "offset",
-                        format!("negative offset {off}"),
-                    ));
-                }
-                (off >= 0).then_some(off as u64)
-            }
-            _ => None,
-        };
         let op = op_of(name);
-        let path_id = self.descs.slots[d].path as usize;
-        let offset = match explicit {
+        let offset = match explicit_offset(call, number)? {
             Some(off) => off,
-            None => {
-                let desc = &mut self.descs.slots[d];
-                if desc.append && op == OP_WRITE {
-                    desc.pos = desc.pos.max(self.paths.end[path_id]);
-                }
-                let at = desc.pos;
-                desc.pos += u64::from(size);
-                at
-            }
+            None => self.advance(d, op, size),
         };
+        let path_id = self.descs.slots[d].path as usize;
         if op == OP_WRITE {
             let end = &mut self.paths.end[path_id];
             *end = (*end).max(offset + u64::from(size));
@@ -952,6 +926,18 @@ impl Parser {
             self.emit(task, ts_ns, op, offset, size, latency, d, out);
         }
         Ok(())
+    }
+
+    /// The offset of a transfer at the description's position, which it then moves past.
+    /// O_APPEND writes go to the highest end of the file seen so far.
+    fn advance(&mut self, d: usize, op: u8, size: u32) -> u64 {
+        let desc = &mut self.descs.slots[d];
+        if desc.append && op == OP_WRITE {
+            desc.pos = desc.pos.max(self.paths.end[desc.path as usize]);
+        }
+        let at = desc.pos;
+        desc.pos += u64::from(size);
+        at
     }
 
     fn seeked(&mut self, d: usize, call: &Call, new_pos: i64) {
@@ -1012,6 +998,23 @@ impl Parser {
             self.stream_tasks.push(key);
         }
         id
+    }
+}
+
+/// The offset argument of pread64/pwrite64/preadv/pwritev (and preadv2/pwritev2, where -1
+/// means "at the file position", i.e. None).
+fn explicit_offset(call: &Call, number: u64) -> Result<Option<u64>, ParseError> {
+    let name = call.name;
+    if !name.starts_with(b"pread") && !name.starts_with(b"pwrite") {
+        return Ok(None);
+    }
+    let arg = call.args.get(3).copied().unwrap_or_default();
+    let bad = |what: String| ParseError::at_line(number, "offset", what);
+    let off = parse_i64(arg).ok_or_else(|| bad(format!("bad offset '{}'", text(arg))))?;
+    match off {
+        0.. => Ok(Some(off as u64)),
+        -1 if name.ends_with(b"2") => Ok(None),
+        _ => Err(bad(format!("negative offset {off}"))),
     }
 }
 
@@ -1137,6 +1140,28 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!((e.location.as_str(), e.field.as_str()), ("line 11", "time"));
+    }
+
+    #[test]
+    fn dup_shares_positions_and_append_writes_go_to_the_end() {
+        let t = "\
+1 1.0 openat(AT_FDCWD</d>, \"/d/log\", O_WRONLY|O_APPEND) = 3</d/log> <0.1>
+1 1.1 openat(AT_FDCWD</d>, \"/d/log\", O_WRONLY|O_APPEND) = 4</d/log> <0.1>
+1 1.2 write(3</d/log>, \"a\", 10) = 10 <0.1>
+1 1.3 write(4</d/log>, \"a\", 5) = 5 <0.1>
+1 1.4 openat(AT_FDCWD</d>, \"/d/data\", O_RDWR) = 5</d/data> <0.1>
+1 1.5 dup(5</d/data>) = 6</d/data> <0.1>
+1 1.6 write(5</d/data>, \"a\", 100) = 100 <0.1>
+1 1.7 fcntl(6</d/data>, F_DUPFD_CLOEXEC, 10) = 10</d/data> <0.1>
+1 1.8 write(10</d/data>, \"a\", 7) = 7 <0.1>
+1 1.9 preadv2(5</d/data>, [{iov_base=\"\", iov_len=4}], 1, -1, 0) = 4 <0.1>
+1 2.0 preadv2(5</d/data>, [{iov_base=\"\", iov_len=4}], 1, 0, 0) = 4 <0.1>
+1 2.1 read(6</d/data>, \"\", 2) = 2 <0.1>
+";
+        let (p, parser) = run(t, StreamBy::File);
+        assert_eq!(p.columns.offset, vec![0, 10, 0, 100, 107, 0, 111]);
+        assert_eq!(p.columns.stream, vec![0, 0, 1, 1, 1, 1, 1]);
+        assert_eq!(parser.stream_names(), vec!["/d/log", "/d/data"]);
     }
 
     #[test]
