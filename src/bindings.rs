@@ -210,6 +210,64 @@ impl FioIologReader {
     }
 }
 
+/// The strace reader's state across chunks; see `readers::strace`.
+#[pyclass]
+struct StraceParser {
+    inner: crate::readers::strace::Parser,
+}
+
+#[pymethods]
+impl StraceParser {
+    #[new]
+    #[pyo3(signature = (stream_by, latency, skip_bad))]
+    fn new(stream_by: &str, latency: bool, skip_bad: bool) -> PyResult<Self> {
+        use crate::readers::strace::{Parser, StreamBy};
+        let by = StreamBy::from_name(stream_by)
+            .ok_or_else(|| PyValueError::new_err(format!("unknown stream key '{stream_by}'")))?;
+        Ok(StraceParser {
+            inner: Parser::new(by, latency, skip_bad),
+        })
+    }
+
+    /// Parses whole lines; `byte_base` is unused (errors name lines).
+    #[pyo3(signature = (buf, first_line, byte_base))]
+    fn parse<'py>(
+        &mut self,
+        py: Python<'py>,
+        buf: &[u8],
+        first_line: u64,
+        byte_base: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = byte_base;
+        let inner = &mut self.inner;
+        let parsed = py
+            .detach(|| inner.parse(buf, first_line))
+            .map_err(|e| parse_error_to_py(&e))?;
+        parsed_to_py(py, &parsed)
+    }
+
+    /// The path of each file id.
+    fn files(&self) -> Vec<String> {
+        self.inner.files()
+    }
+
+    /// The name of each stream id.
+    fn stream_names(&self) -> Vec<String> {
+        self.inner.stream_names()
+    }
+
+    /// (threads, processes) that issued requests.
+    fn counts(&self) -> (usize, usize) {
+        self.inner.counts()
+    }
+}
+
+/// None when `head` does not look like strace output, else whether it has -T service times.
+#[pyfunction]
+fn inspect_strace(head: &[u8]) -> Option<bool> {
+    crate::readers::strace::inspect_head(head)
+}
+
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -225,5 +283,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_blkparse, m)?)?;
     m.add_function(wrap_pyfunction!(detect_fio_iolog, m)?)?;
     m.add_class::<FioIologReader>()?;
+    m.add_function(wrap_pyfunction!(inspect_strace, m)?)?;
+    m.add_class::<StraceParser>()?;
     Ok(())
 }

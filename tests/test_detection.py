@@ -40,4 +40,5 @@ def test_registry_lists_every_format() -> None:
         "blktrace",
         "blkparse",
         "fio-iolog",
+        "strace",
     ]

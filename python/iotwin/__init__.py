@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .capture import CaptureResult, capture
 from .errors import IotwinError, TraceFormatError
 from .formats import FORMATS, ReadOptions
 from .ingest import ingest, load_trace
@@ -18,12 +19,14 @@ read_trace = load_trace
 
 __all__ = [
     "FORMATS",
+    "CaptureResult",
     "IotwinError",
     "ReadOptions",
     "Trace",
     "TraceFormatError",
     "TraceMeta",
     "__version__",
+    "capture",
     "ingest",
     "load_trace",
     "read_parquet_trace",

@@ -112,6 +112,56 @@ def ingest(
     report_skipped(result.skipped, result.skipped_examples)
 
 
+@app.command(context_settings={"allow_interspersed_args": False})
+def capture(
+    command: Annotated[
+        list[str], typer.Argument(help="The command to run and trace, after --.", metavar="CMD...")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Canonical Parquet trace to write.")
+    ],
+    stream_by: Annotated[
+        str, typer.Option("--stream-by", help="What a stream is: thread, process or file.")
+    ] = "thread",
+    keep_strace: Annotated[
+        Path | None, typer.Option("--keep-strace", help="Keep strace's text output in this file.")
+    ] = None,
+) -> None:
+    """Run a command under strace and write the file-level I/O trace of all its threads.
+
+    The trace is written even when the command fails or is stopped with Ctrl-C; iotwin then
+    exits with the command's exit status. Messages go to stderr, so the command's stdout
+    stays its own.
+    """
+    from .capture import capture as run_capture
+    from .capture import describe_status
+
+    shown = " ".join(command)
+    with err_console.status(f"capturing [bold]{shown}[/bold] ...") as status:
+
+        def progress(seconds: float, size: int) -> None:
+            status.update(
+                f"capturing [bold]{shown}[/bold]: {seconds:,.0f} s, "
+                f"{size / 1e6:,.1f} MB of strace text"
+            )
+
+        result = run_capture(command, output, stream_by, keep_strace, progress)
+    err_console.print(
+        f"[green]wrote[/green] {result.output}: {result.requests:,} requests on "
+        f"{result.files:,} files by {result.threads:,} threads in {result.processes:,} "
+        f"processes ({result.streams:,} streams by {stream_by}), {result.seconds:.1f} s"
+    )
+    if result.strace_log is not None:
+        err_console.print(f"strace text kept in {result.strace_log}")
+    if result.interrupted:
+        err_console.print("[yellow]interrupted:[/yellow] the trace holds the I/O until then")
+    if result.exit_status != 0:
+        err_console.print(
+            f"[yellow]the command ended with {describe_status(result.exit_status)}[/yellow]"
+        )
+        raise typer.Exit(code=result.exit_status)
+
+
 def report_skipped(skipped: int, examples: list[str]) -> None:
     if skipped:
         err_console.print(f"[yellow]skipped {skipped:,} malformed records[/yellow], e.g.:")

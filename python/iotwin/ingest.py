@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -45,6 +46,7 @@ class IngestResult:
     skipped: int
     skipped_examples: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)  # format-specific facts (Scan.info)
 
 
 def resolve_format(path: Path, format_name: str | None) -> TraceFormat:
@@ -192,6 +194,7 @@ def ingest(
         skipped=scan.report.skipped,
         skipped_examples=scan.report.examples,
         seconds=time.perf_counter() - started,
+        info=scan.info,
     )
 
 

@@ -4,4 +4,5 @@
 pub mod blkparse;
 pub mod blktrace;
 pub mod fio_iolog;
+pub mod strace;
 pub mod vscsi;

@@ -16,6 +16,7 @@ from .fio_iolog import FioIologFormat
 from .generic_csv import CsvFormat
 from .msr import MsrFormat
 from .spc import SpcFormat
+from .strace import StraceFormat
 from .systor import SystorFormat
 from .tencent import TencentFormat
 from .vscsi import VscsiFormat
@@ -34,6 +35,7 @@ _ALL: list[TraceFormat] = [
     BlktraceFormat(),
     BlkparseFormat(),
     FioIologFormat(),
+    StraceFormat(),
 ]
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in _ALL}
 

@@ -88,6 +88,8 @@ class Scan:
     stream_name: Callable[[int], str] | None = None
     files: list[dict[str, Any]] = field(default_factory=list)
     report: ReadReport = field(default_factory=ReadReport)
+    # Format-specific facts learnt while reading (strace: threads and processes seen).
+    info: dict[str, Any] = field(default_factory=dict)
     # Called after the frame has been consumed, to fill files/report lazily.
     finish: Callable[[], None] | None = None
 
