@@ -33,7 +33,14 @@ def test_reads_v2_with_latency(tmp_path: Path) -> None:
     df = iotwin.load_trace(src).df
     assert df.to_dicts() == [
         {"ts_ns": 0, "stream": 0, "op": 0, "offset": 4096, "size": 4096, "latency_ns": 250_000},
-        {"ts_ns": 200_000, "stream": 0, "op": 1, "offset": 8192, "size": 8192, "latency_ns": 90_000},
+        {
+            "ts_ns": 200_000,
+            "stream": 0,
+            "op": 1,
+            "offset": 8192,
+            "size": 8192,
+            "latency_ns": 90_000,
+        },
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .characterize import characterize
 from .errors import IotwinError, TraceFormatError
 from .formats import FORMATS, ReadOptions
 from .ingest import ingest, load_trace
@@ -24,6 +25,7 @@ __all__ = [
     "TraceFormatError",
     "TraceMeta",
     "__version__",
+    "characterize",
     "ingest",
     "load_trace",
     "read_parquet_trace",
