@@ -317,7 +317,7 @@ def _summary_table(r: dict[str, Any]) -> Table:
             "footprint",
             f"{r['footprint_blocks_4k']:,} x 4 KiB ({r['footprint_blocks_512']:,} x 512 B; "
             f"{r['requested_blocks_512']:,} x 512 B requested)",
-        ),  # fmt: skip
+        ),
         (
             "jumps back/seq/fwd",
             f"{_fmt(j['backward'], '.3f')} / {_fmt(j['sequential'], '.3f')} / "
