@@ -616,9 +616,12 @@ mod tests {
 
     const S: i64 = 1_000_000_000;
 
+    /// ts_ns, stream, op, offset, size
+    pub(super) type Owned = (Vec<i64>, Vec<u32>, Vec<u8>, Vec<u64>, Vec<u32>);
+
     /// The hand-computed trace of tests/test_characterize.py (the same numbers, worked out there):
     /// three streams, ten requests ten seconds apart.
-    fn hand_trace() -> (Vec<i64>, Vec<u32>, Vec<u8>, Vec<u64>, Vec<u32>) {
+    fn hand_trace() -> Owned {
         let rows: [(u32, u8, u64, u32); 10] = [
             (1, 1, 0, 4096),
             (2, 0, 8192, 4096),
@@ -885,7 +888,7 @@ mod bench {
     use super::*;
     use std::time::Instant;
 
-    fn synthetic(n: usize, streams: u32) -> (Vec<i64>, Vec<u32>, Vec<u8>, Vec<u64>, Vec<u32>) {
+    fn synthetic(n: usize, streams: u32) -> super::tests::Owned {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut next = move || {
             x ^= x << 13;
