@@ -4,6 +4,7 @@
 //! `numpy.frombuffer`) and come in through the buffer protocol, so the core needs no numpy crate.
 
 use crate::columns::{Columns, ParseError, Parsed};
+use crate::stats::characterize::{characterize, Params, StreamStats, Summary, TraceColumns};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -268,6 +269,117 @@ fn inspect_strace(head: &[u8]) -> Option<bool> {
     crate::readers::strace::inspect_head(head)
 }
 
+/// Borrows a C-contiguous buffer as a slice without copying; `buf` keeps the memory alive.
+fn buffer_slice<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> PyResult<&[T]> {
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err("column buffer is not contiguous"));
+    }
+    if buf.item_count() == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the buffer is contiguous, holds item_count items of T (PyBuffer checked the
+    // item format) and stays alive and unreleased while `buf` is borrowed.
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
+}
+
+fn stream_stats_to_py<'py>(py: Python<'py>, s: &StreamStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("stream", s.stream)?;
+    d.set_item("requests", s.requests)?;
+    d.set_item("reads", s.reads)?;
+    d.set_item("writes", s.writes)?;
+    d.set_item("size_sum", s.size_sum)?;
+    d.set_item("latency_sum", s.latency_sum)?;
+    d.set_item("first_ts", s.first_ts)?;
+    d.set_item("last_ts", s.last_ts)?;
+    d.set_item("backward", s.backward)?;
+    d.set_item("sequential", s.sequential)?;
+    d.set_item("forward", s.forward)?;
+    d.set_item("interference_sum", s.interference_sum)?;
+    d.set_item("pairs", s.pairs)?;
+    d.set_item("global_runs", s.global_runs)?;
+    d.set_item("detangled_runs", s.detangled_runs)?;
+    d.set_item("relaxed_runs", s.relaxed_runs)?;
+    d.set_item("locality", &s.locality)?;
+    d.set_item("fluctuation_cv", s.fluctuation_cv)?;
+    d.set_item("requested_blocks_512", s.requested_blocks_512)?;
+    d.set_item("footprint_blocks_512", s.footprint_blocks_512)?;
+    d.set_item("footprint_blocks_4k", s.footprint_blocks_4k)?;
+    Ok(d)
+}
+
+fn summary_to_py<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("capacity", s.capacity)?;
+    d.set_item("total", stream_stats_to_py(py, &s.total)?)?;
+    let streams = PyList::empty(py);
+    for st in &s.streams {
+        streams.append(stream_stats_to_py(py, st)?)?;
+    }
+    d.set_item("streams", streams)?;
+    d.set_item("top_sizes", &s.top_sizes)?;
+    d.set_item("distinct_sizes", s.distinct_sizes)?;
+    d.set_item("size_log2", &s.size_log2)?;
+    d.set_item("jump_log2", &s.jump_log2)?;
+    match &s.fluctuation {
+        Some(f) => {
+            let fd = PyDict::new(py);
+            fd.set_item("window_ns", f.window_ns)?;
+            fd.set_item("durations_ns", &f.durations_ns)?;
+            fd.set_item("counts", &f.counts)?;
+            d.set_item("fluctuation", fd)?;
+        }
+        None => d.set_item("fluctuation", py.None())?,
+    }
+    Ok(d)
+}
+
+/// Characterizes canonical columns (any buffer-protocol arrays: numpy) without copying them;
+/// see `stats::characterize`. The GIL is released during the pass.
+#[pyfunction]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, leaves, capacity, window_ns, relaxed_threshold))]
+#[allow(clippy::too_many_arguments)]
+fn characterize_columns<'py>(
+    py: Python<'py>,
+    ts_ns: &Bound<'py, PyAny>,
+    stream: &Bound<'py, PyAny>,
+    op: &Bound<'py, PyAny>,
+    offset: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    latency_ns: Option<&Bound<'py, PyAny>>,
+    leaves: u64,
+    capacity: u64,
+    window_ns: i64,
+    relaxed_threshold: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let bufs = (
+        PyBuffer::<i64>::get(ts_ns)?,
+        PyBuffer::<u32>::get(stream)?,
+        PyBuffer::<u8>::get(op)?,
+        PyBuffer::<u64>::get(offset)?,
+        PyBuffer::<u32>::get(size)?,
+    );
+    let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
+    let cols = TraceColumns {
+        ts_ns: buffer_slice(&bufs.0)?,
+        stream: buffer_slice(&bufs.1)?,
+        op: buffer_slice(&bufs.2)?,
+        offset: buffer_slice(&bufs.3)?,
+        size: buffer_slice(&bufs.4)?,
+        latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
+    };
+    let params = Params {
+        leaves,
+        capacity,
+        window_ns,
+        relaxed_threshold,
+    };
+    let summary = py
+        .detach(|| characterize(&cols, &params))
+        .map_err(PyValueError::new_err)?;
+    summary_to_py(py, &summary)
+}
+
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -285,5 +397,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FioIologReader>()?;
     m.add_function(wrap_pyfunction!(inspect_strace, m)?)?;
     m.add_class::<StraceParser>()?;
+    m.add_function(wrap_pyfunction!(characterize_columns, m)?)?;
     Ok(())
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from .capture import CaptureResult, capture
+from .characterize import characterize
 from .errors import IotwinError, TraceFormatError
 from .formats import FORMATS, ReadOptions
 from .ingest import ingest, load_trace
@@ -27,6 +28,7 @@ __all__ = [
     "TraceMeta",
     "__version__",
     "capture",
+    "characterize",
     "ingest",
     "load_trace",
     "read_parquet_trace",

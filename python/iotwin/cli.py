@@ -162,6 +162,75 @@ def capture(
         raise typer.Exit(code=result.exit_status)
 
 
+def parse_duration(text: str) -> float:
+    """Seconds from "1800", "90s", "30m", "2h", "1d" or "500ms"."""
+    units = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    raw = text.strip().lower()
+    number, scale = raw, 1.0
+    for suffix in sorted(units, key=len, reverse=True):
+        if raw.endswith(suffix):
+            number, scale = raw[: -len(suffix)], units[suffix]
+            break
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise IotwinError(f"--window '{text}': expected a duration like 1800, 30m or 2h") from None
+    if not value > 0:
+        raise IotwinError(f"--window '{text}': must be positive")
+    return value
+
+
+@app.command()
+def characterize(
+    trace: Annotated[Path, typer.Argument(help="Raw trace (any format) or canonical Parquet.")],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+    ] = False,
+    levels: Annotated[int, typer.Option("--levels", help="Spatial-locality tree levels L.")] = 1,
+    fanout: Annotated[int, typer.Option("--fanout", help="Spatial-locality fanout b.")] = 4,
+    window: Annotated[
+        str,
+        typer.Option(
+            "--window",
+            help="Activity-fluctuation window (1800, 30m, 2h); traces shorter than 10 windows "
+            "use span/10.",
+        ),
+    ] = "30m",
+    relaxed_threshold: Annotated[
+        int,
+        typer.Option(
+            "--relaxed-threshold",
+            help="Largest forward jump (bytes) that keeps a relaxed detangled run going.",
+        ),
+    ] = 64 * 1024,
+    format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
+) -> None:
+    """Per-stream characterization: I/O features, locality, sequentiality, stream types."""
+    import json
+
+    from .characterize import characterize as run_characterize
+    from .characterize import render
+
+    opts = reader_options(stream_by, skip_bad, opt)
+    window_s = parse_duration(window)
+    if json_out:
+        result = run_characterize(
+            trace, levels=levels, fanout=fanout, window_s=window_s,
+            relaxed_threshold=relaxed_threshold, format=format, opts=opts,
+        )  # fmt: skip
+        sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
+        return
+    with console.status(f"characterizing {trace} ..."):
+        result = run_characterize(
+            trace, levels=levels, fanout=fanout, window_s=window_s,
+            relaxed_threshold=relaxed_threshold, format=format, opts=opts,
+        )  # fmt: skip
+    render(result, console)
+
+
 def report_skipped(skipped: int, examples: list[str]) -> None:
     if skipped:
         err_console.print(f"[yellow]skipped {skipped:,} malformed records[/yellow], e.g.:")

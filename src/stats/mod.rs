@@ -1,1 +1,3 @@
 //! Per-record statistics over canonical columns.
+pub mod characterize;
+pub mod footprint;

@@ -1,0 +1,991 @@
+//! Per-stream characterization of a canonical trace in one pass (seed 000 Tables II-III,
+//! seed 003's sequentiality metrics). Definitions: design.md, "Definitions used everywhere".
+//!
+//! The pass only counts; fractions, classification and rendering are done by the caller
+//! (Python). Every per-stream counter is kept once per stream and the whole-trace figures are
+//! sums over streams, so each record touches one accumulator.
+
+use super::footprint::{footprints, Footprints};
+use rustc_hash::FxHashMap;
+
+/// Borrowed canonical columns, all of the same length.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceColumns<'a> {
+    pub ts_ns: &'a [i64],
+    pub stream: &'a [u32],
+    pub op: &'a [u8],
+    pub offset: &'a [u64],
+    pub size: &'a [u32],
+    pub latency_ns: Option<&'a [i64]>,
+}
+
+/// What the caller chooses.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// Spatial-locality ranges: fanout^levels (at least 1).
+    pub leaves: u64,
+    /// The address space `[0, capacity)`; 0 means max(offset + size) over the trace.
+    pub capacity: u64,
+    /// Activity-fluctuation window; traces shorter than `MIN_WINDOWS` windows use span / 10.
+    pub window_ns: i64,
+    /// Largest forward jump that keeps a relaxed detangled run going.
+    pub relaxed_threshold: u64,
+}
+
+/// Traces shorter than this many windows are cut into this many equal windows instead.
+pub const MIN_WINDOWS: u64 = 10;
+/// The largest number of fluctuation windows (guards against a tiny --window).
+pub const MAX_WINDOWS: u64 = 10_000_000;
+/// Most frequent request sizes reported.
+pub const TOP_SIZES: usize = 10;
+/// Signed log2 jump buckets: index `JUMP_ZERO + k`, k in -65..=65 (see `jump_bucket`).
+pub const JUMP_ZERO: usize = 65;
+pub const JUMP_BUCKETS: usize = 2 * JUMP_ZERO + 1;
+/// Size buckets: 0 holds size 0, k holds sizes in [2^(k-1), 2^k).
+pub const SIZE_BUCKETS: usize = 34;
+
+const SMALL_SIZES: usize = 4096; // sizes up to 2 MiB in 512-byte steps count in a table
+const DENSE_STREAM_IDS: u32 = 1 << 22; // stream ids below this index a table directly
+
+/// Counters of one stream (or, summed, of the whole trace).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamStats {
+    pub stream: u32,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub size_sum: u128,
+    pub latency_sum: i128,
+    pub first_ts: i64,
+    pub last_ts: i64,
+    /// Jumps of requests that have a predecessor in their stream, by sign.
+    pub backward: u64,
+    pub sequential: u64,
+    pub forward: u64,
+    /// Requests of other streams between successive requests of this stream, summed over
+    /// its `pairs` (= requests - 1) pairs.
+    pub interference_sum: u64,
+    pub pairs: u64,
+    /// Requests that do not continue the request just before them in the trace (any stream).
+    pub global_runs: u64,
+    /// Runs within the stream: strict, and tolerating 0 <= jump <= relaxed threshold.
+    pub detangled_runs: u64,
+    pub relaxed_runs: u64,
+    /// Requests per locality range.
+    pub locality: Vec<u64>,
+    /// Coefficient of variation of the per-window request rate, when the trace has windows.
+    pub fluctuation_cv: Option<f64>,
+    pub requested_blocks_512: u64,
+    pub footprint_blocks_512: u64,
+    pub footprint_blocks_4k: u64,
+}
+
+/// Activity over time: request counts per window and the windows' lengths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fluctuation {
+    /// The nominal window length (the last window also holds the remainder).
+    pub window_ns: f64,
+    pub durations_ns: Vec<u64>,
+    pub counts: Vec<u64>,
+}
+
+/// The result of `characterize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub capacity: u64,
+    pub total: StreamStats,
+    /// Sorted by stream id.
+    pub streams: Vec<StreamStats>,
+    /// Most frequent sizes, most frequent first (ties: smaller size first), and how many
+    /// distinct sizes there are.
+    pub top_sizes: Vec<(u32, u64)>,
+    pub distinct_sizes: u64,
+    pub size_log2: Vec<u64>,
+    pub jump_log2: Vec<u64>,
+    pub fluctuation: Option<Fluctuation>,
+}
+
+/// Characterizes a trace; errors on mismatched columns or an unusable window.
+pub fn characterize(cols: &TraceColumns, params: &Params) -> Result<Summary, String> {
+    check_lengths(cols)?;
+    if params.leaves == 0 {
+        return Err("spatial locality needs at least one range".into());
+    }
+    let extent = Extent::of(cols);
+    let capacity = if params.capacity > 0 {
+        params.capacity
+    } else {
+        extent.max_end
+    };
+    let grid = WindowGrid::new(extent.span(), params.window_ns)?;
+    // The footprint needs a sort; it runs on a second thread while this one makes the pass.
+    let (pass, blocks) = std::thread::scope(|scope| {
+        let blocks = scope.spawn(|| {
+            footprints(
+                cols.stream,
+                cols.offset,
+                cols.size,
+                extent.max_stream,
+                extent.max_end,
+            )
+        });
+        let mut pass = Pass::new(cols, params, capacity, &extent, grid.as_ref());
+        pass.run();
+        (pass, blocks.join().expect("footprint thread panicked"))
+    });
+    Ok(pass.finish(blocks))
+}
+
+fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
+    let n = cols.ts_ns.len();
+    let mut lens = vec![
+        ("stream", cols.stream.len()),
+        ("op", cols.op.len()),
+        ("offset", cols.offset.len()),
+        ("size", cols.size.len()),
+    ];
+    if let Some(l) = cols.latency_ns {
+        lens.push(("latency_ns", l.len()));
+    }
+    for (name, len) in lens {
+        if len != n {
+            return Err(format!("column {name} has {len} values, ts_ns has {n}"));
+        }
+    }
+    Ok(())
+}
+
+/// What a cheap first pass learns: time range, largest stream id, largest end offset.
+struct Extent {
+    first_ts: i64,
+    last_ts: i64,
+    max_stream: u32,
+    max_end: u64,
+}
+
+impl Extent {
+    fn of(cols: &TraceColumns) -> Extent {
+        let (first_ts, last_ts) = cols
+            .ts_ns
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        let max_stream = cols.stream.iter().copied().max().unwrap_or(0);
+        let max_end = cols
+            .offset
+            .iter()
+            .zip(cols.size)
+            .map(|(&o, &s)| o.saturating_add(s as u64))
+            .max()
+            .unwrap_or(0);
+        Extent {
+            first_ts,
+            last_ts,
+            max_stream,
+            max_end,
+        }
+    }
+
+    fn span(&self) -> u64 {
+        if self.last_ts >= self.first_ts {
+            (self.last_ts as i128 - self.first_ts as i128) as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// Fluctuation windows over [0, span] (times relative to the first request): `count`
+/// windows of `width` ns, the last one stretched to the end; or, for spans shorter than
+/// `MIN_WINDOWS` widths, `MIN_WINDOWS` equal windows (boundaries ceil(i * span / 10)).
+#[derive(Debug, Clone, Copy)]
+struct WindowGrid {
+    span: u64,
+    count: u64,
+    /// Window i starts at ceil(i * den / num).
+    num: u128,
+    den: u128,
+}
+
+impl WindowGrid {
+    fn new(span: u64, window_ns: i64) -> Result<Option<WindowGrid>, String> {
+        if window_ns <= 0 {
+            return Err(format!(
+                "the fluctuation window must be positive, got {window_ns} ns"
+            ));
+        }
+        let width = window_ns as u64;
+        if span < MIN_WINDOWS {
+            return Ok(None); // no time (untimed, one request) or windows under a nanosecond
+        }
+        let (count, num, den) = if span / width >= MIN_WINDOWS {
+            (span / width, 1, width as u128)
+        } else {
+            (MIN_WINDOWS, MIN_WINDOWS as u128, span as u128)
+        };
+        if count > MAX_WINDOWS {
+            return Err(format!(
+                "a {window_ns} ns window cuts this trace into {count} windows (at most {MAX_WINDOWS}); choose a longer window"
+            ));
+        }
+        Ok(Some(WindowGrid {
+            span,
+            count,
+            num,
+            den,
+        }))
+    }
+
+    fn start(&self, i: u64) -> u64 {
+        (i as u128 * self.den).div_ceil(self.num) as u64
+    }
+
+    fn end(&self, i: u64) -> u64 {
+        if i + 1 < self.count {
+            self.start(i + 1)
+        } else {
+            u64::MAX
+        }
+    }
+
+    fn index(&self, rel: u64) -> u64 {
+        ((rel as u128 * self.num / self.den) as u64).min(self.count - 1)
+    }
+
+    fn duration(&self, i: u64) -> u64 {
+        self.end(i).min(self.span) - self.start(i)
+    }
+
+    fn nominal_width(&self) -> f64 {
+        self.den as f64 / self.num as f64
+    }
+}
+
+/// Maps stream ids to accumulator slots: a direct table for small ids, a hash map otherwise.
+pub(crate) enum Slots {
+    Dense(Vec<u32>),
+    Sparse(FxHashMap<u32, u32>),
+}
+
+impl Slots {
+    const NONE: u32 = u32::MAX;
+
+    pub(crate) fn new(max_stream: u32) -> Slots {
+        if max_stream < DENSE_STREAM_IDS {
+            Slots::Dense(vec![Self::NONE; max_stream as usize + 1])
+        } else {
+            Slots::Sparse(FxHashMap::default())
+        }
+    }
+
+    /// The slot of `id`, or `next` (recorded) when the id is new.
+    pub(crate) fn get_or_insert(&mut self, id: u32, next: usize) -> usize {
+        match self {
+            Slots::Dense(table) => {
+                let slot = &mut table[id as usize];
+                if *slot == Self::NONE {
+                    *slot = next as u32;
+                }
+                *slot as usize
+            }
+            Slots::Sparse(map) => *map.entry(id).or_insert(next as u32) as usize,
+        }
+    }
+}
+
+/// Per-stream state while the pass runs.
+struct Acc {
+    stats: StreamStats,
+    last_index: usize,
+    last_end: u64,
+    /// (window, requests) in time order, one entry per window the stream is active in.
+    windows: Vec<(u64, u64)>,
+}
+
+impl Acc {
+    fn new(stream: u32, leaves: usize) -> Acc {
+        Acc {
+            stats: StreamStats {
+                stream,
+                locality: vec![0; leaves],
+                ..StreamStats::default()
+            },
+            last_index: 0,
+            last_end: 0,
+            windows: Vec::new(),
+        }
+    }
+}
+
+/// Locality range boundaries: range i starts at ceil(i * capacity / leaves), so an offset's
+/// range is floor(offset * leaves / capacity) clamped to the last one, with no division.
+struct Ranges {
+    starts: Vec<u64>,
+}
+
+impl Ranges {
+    fn new(leaves: u64, capacity: u64) -> Ranges {
+        let capacity = capacity.max(1) as u128;
+        let starts = (1..leaves)
+            .map(|i| {
+                (i as u128 * capacity)
+                    .div_ceil(leaves as u128)
+                    .min(u64::MAX as u128) as u64
+            })
+            .collect();
+        Ranges { starts }
+    }
+
+    fn index(&self, offset: u64) -> usize {
+        if self.starts.len() <= 8 {
+            self.starts.iter().map(|&s| (offset >= s) as usize).sum()
+        } else {
+            self.starts.partition_point(|&s| s <= offset)
+        }
+    }
+}
+
+/// Signed log2 bucket of a jump: 0 for 0, +k for 2^(k-1) <= d < 2^k, -k for backward jumps.
+pub fn jump_bucket(jump: i128) -> usize {
+    let k = (128 - jump.unsigned_abs().leading_zeros()) as usize;
+    if jump < 0 {
+        JUMP_ZERO - k
+    } else {
+        JUMP_ZERO + k
+    }
+}
+
+/// Size bucket: 0 for size 0, k for 2^(k-1) <= size < 2^k.
+pub fn size_bucket(size: u32) -> usize {
+    (32 - size.leading_zeros()) as usize
+}
+
+struct Pass<'a> {
+    cols: &'a TraceColumns<'a>,
+    threshold: u64,
+    capacity: u64,
+    first_ts: i64,
+    leaves: usize,
+    ranges: Ranges,
+    grid: Option<&'a WindowGrid>,
+    slots: Slots,
+    accs: Vec<Acc>,
+    window_counts: Vec<u64>,
+    /// Counts of sizes that are multiples of 512 below `SMALL_SIZES` * 512, by size / 512;
+    /// other sizes go to `size_counts`.
+    small_sizes: Vec<u64>,
+    size_counts: FxHashMap<u32, u64>,
+    size_log2: Vec<u64>,
+    jump_log2: Vec<u64>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(
+        cols: &'a TraceColumns<'a>,
+        params: &Params,
+        capacity: u64,
+        extent: &Extent,
+        grid: Option<&'a WindowGrid>,
+    ) -> Pass<'a> {
+        Pass {
+            cols,
+            threshold: params.relaxed_threshold,
+            capacity,
+            first_ts: extent.first_ts,
+            leaves: params.leaves as usize,
+            ranges: Ranges::new(params.leaves, capacity),
+            grid,
+            slots: Slots::new(extent.max_stream),
+            accs: Vec::new(),
+            window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
+            small_sizes: vec![0; SMALL_SIZES],
+            size_counts: FxHashMap::default(),
+            size_log2: vec![0; SIZE_BUCKETS],
+            jump_log2: vec![0; JUMP_BUCKETS],
+        }
+    }
+
+    fn run(&mut self) {
+        let c = self.cols;
+        let mut prev_end: Option<u64> = None;
+        let (mut win, mut win_lo, mut win_hi) = (0u64, 0u64, 0u64);
+        for i in 0..c.ts_ns.len() {
+            let (offset, size) = (c.offset[i], c.size[i]);
+            let end = offset.saturating_add(size as u64);
+            let slot = self.slot(c.stream[i]);
+            if let Some(g) = self.grid {
+                let rel = (c.ts_ns[i] as i128 - self.first_ts as i128) as u64;
+                if rel < win_lo || rel >= win_hi {
+                    win = g.index(rel);
+                    (win_lo, win_hi) = (g.start(win), g.end(win));
+                }
+                self.window_counts[win as usize] += 1;
+                push_window(&mut self.accs[slot].windows, win);
+            }
+            let starts_global_run = prev_end != Some(offset);
+            prev_end = Some(end);
+            let range = self.ranges.index(offset);
+            let latency = c.latency_ns.map_or(0, |l| l[i]);
+            let jump = self.record(slot, i, offset, end, starts_global_run, range, latency);
+            if let Some(j) = jump {
+                self.jump_log2[jump_bucket(j)] += 1;
+            }
+            self.size_log2[size_bucket(size)] += 1;
+            match (size as usize).checked_shr(9) {
+                Some(k) if size & 511 == 0 && k < SMALL_SIZES => self.small_sizes[k] += 1,
+                _ => *self.size_counts.entry(size).or_insert(0) += 1,
+            }
+        }
+        for (k, &n) in self.small_sizes.iter().enumerate() {
+            if n > 0 {
+                self.size_counts.insert((k as u32) << 9, n);
+            }
+        }
+    }
+
+    fn slot(&mut self, stream: u32) -> usize {
+        let slot = self.slots.get_or_insert(stream, self.accs.len());
+        if slot == self.accs.len() {
+            self.accs.push(Acc::new(stream, self.leaves));
+        }
+        slot
+    }
+
+    /// Updates one stream's counters with request `i`; returns its jump, if it has a predecessor.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        slot: usize,
+        i: usize,
+        offset: u64,
+        end: u64,
+        starts_global_run: bool,
+        range: usize,
+        latency: i64,
+    ) -> Option<i128> {
+        let c = self.cols;
+        let acc = &mut self.accs[slot];
+        let s = &mut acc.stats;
+        let ts = c.ts_ns[i];
+        let jump = if s.requests == 0 {
+            s.first_ts = ts;
+            s.detangled_runs = 1;
+            s.relaxed_runs = 1;
+            None
+        } else {
+            let prev = acc.last_end;
+            s.pairs += 1;
+            s.interference_sum += (i - acc.last_index - 1) as u64;
+            s.sequential += (offset == prev) as u64;
+            s.backward += (offset < prev) as u64;
+            s.forward += (offset > prev) as u64;
+            s.detangled_runs += (offset != prev) as u64;
+            s.relaxed_runs += (offset < prev || offset - prev > self.threshold) as u64;
+            Some(offset as i128 - prev as i128)
+        };
+        s.requests += 1;
+        s.last_ts = ts;
+        s.reads += (c.op[i] == crate::columns::OP_READ) as u64;
+        s.writes += (c.op[i] == crate::columns::OP_WRITE) as u64;
+        s.size_sum += (end - offset) as u128;
+        s.latency_sum += latency as i128;
+        s.global_runs += starts_global_run as u64;
+        s.locality[range] += 1;
+        acc.last_index = i;
+        acc.last_end = end;
+        jump
+    }
+
+    fn finish(mut self, blocks: Footprints) -> Summary {
+        let grid = self.grid;
+        let durations: Vec<u64> = grid.map_or(Vec::new(), |g| {
+            (0..g.count).map(|i| g.duration(i)).collect()
+        });
+        // Footprint slots follow first appearance, as the accumulators do.
+        for (acc, b) in self.accs.iter_mut().zip(&blocks.streams) {
+            if grid.is_some() {
+                acc.stats.fluctuation_cv = Some(sparse_cv(&mut acc.windows, &durations));
+            }
+            acc.stats.requested_blocks_512 = b.requested_512;
+            acc.stats.footprint_blocks_512 = b.unique_512;
+            acc.stats.footprint_blocks_4k = b.unique_4k;
+        }
+        let mut streams: Vec<StreamStats> = self.accs.into_iter().map(|a| a.stats).collect();
+        streams.sort_unstable_by_key(|s| s.stream);
+        let mut total = sum_streams(&streams, self.leaves);
+        total.footprint_blocks_512 = blocks.total.unique_512;
+        total.footprint_blocks_4k = blocks.total.unique_4k;
+        total.fluctuation_cv = grid.map(|_| dense_cv(&self.window_counts, &durations));
+        let fluctuation = grid.map(|g| Fluctuation {
+            window_ns: g.nominal_width(),
+            durations_ns: durations,
+            counts: self.window_counts,
+        });
+        let (top_sizes, distinct_sizes) = top_sizes(&self.size_counts);
+        Summary {
+            capacity: self.capacity,
+            total,
+            streams,
+            top_sizes,
+            distinct_sizes,
+            size_log2: self.size_log2,
+            jump_log2: self.jump_log2,
+            fluctuation,
+        }
+    }
+}
+
+fn push_window(windows: &mut Vec<(u64, u64)>, win: u64) {
+    match windows.last_mut() {
+        Some(last) if last.0 == win => last.1 += 1,
+        _ => windows.push((win, 1)),
+    }
+}
+
+/// Coefficient of variation (population std / mean) of per-window rates.
+fn dense_cv(counts: &[u64], durations: &[u64]) -> f64 {
+    let rates: Vec<f64> = counts
+        .iter()
+        .zip(durations)
+        .map(|(&c, &d)| c as f64 / d as f64)
+        .collect();
+    cv_of(&rates, counts.len())
+}
+
+/// The same for a stream active in few windows: windows it is absent from have rate 0.
+fn sparse_cv(windows: &mut [(u64, u64)], durations: &[u64]) -> f64 {
+    windows.sort_by_key(|w| w.0); // already sorted unless the trace is out of time order
+    let mut rates: Vec<f64> = Vec::with_capacity(windows.len());
+    let mut last = u64::MAX;
+    for &(w, c) in windows.iter() {
+        let r = c as f64 / durations[w as usize] as f64;
+        match rates.last_mut() {
+            Some(prev) if w == last => *prev += r,
+            _ => rates.push(r),
+        }
+        last = w;
+    }
+    cv_of(&rates, durations.len())
+}
+
+/// CV over `windows` windows of which `nonzero` lists the non-zero rates (two passes, so
+/// equal rates give exactly 0).
+fn cv_of(nonzero: &[f64], windows: usize) -> f64 {
+    let n = windows as f64;
+    let mean = nonzero.iter().sum::<f64>() / n;
+    if mean <= 0.0 {
+        return 0.0;
+    }
+    let zeros = (windows - nonzero.len()) as f64;
+    let squares: f64 = nonzero.iter().map(|r| (r - mean) * (r - mean)).sum();
+    ((squares + zeros * mean * mean) / n).sqrt() / mean
+}
+
+fn sum_streams(streams: &[StreamStats], leaves: usize) -> StreamStats {
+    let mut t = StreamStats {
+        locality: vec![0; leaves],
+        first_ts: streams.iter().map(|s| s.first_ts).min().unwrap_or(0),
+        last_ts: streams.iter().map(|s| s.last_ts).max().unwrap_or(0),
+        ..StreamStats::default()
+    };
+    for s in streams {
+        t.requests += s.requests;
+        t.reads += s.reads;
+        t.writes += s.writes;
+        t.size_sum += s.size_sum;
+        t.latency_sum += s.latency_sum;
+        t.backward += s.backward;
+        t.sequential += s.sequential;
+        t.forward += s.forward;
+        t.interference_sum += s.interference_sum;
+        t.pairs += s.pairs;
+        t.global_runs += s.global_runs;
+        t.detangled_runs += s.detangled_runs;
+        t.relaxed_runs += s.relaxed_runs;
+        t.requested_blocks_512 += s.requested_blocks_512;
+        for (a, b) in t.locality.iter_mut().zip(&s.locality) {
+            *a += b;
+        }
+    }
+    t
+}
+
+fn top_sizes(counts: &FxHashMap<u32, u64>) -> (Vec<(u32, u64)>, u64) {
+    let mut all: Vec<(u32, u64)> = counts.iter().map(|(&s, &n)| (s, n)).collect();
+    all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let distinct = all.len() as u64;
+    all.truncate(TOP_SIZES);
+    (all, distinct)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    /// ts_ns, stream, op, offset, size
+    pub(super) type Owned = (Vec<i64>, Vec<u32>, Vec<u8>, Vec<u64>, Vec<u32>);
+
+    /// The hand-computed trace of tests/test_characterize.py (the same numbers, worked out there):
+    /// three streams, ten requests ten seconds apart.
+    fn hand_trace() -> Owned {
+        let rows: [(u32, u8, u64, u32); 10] = [
+            (1, 1, 0, 4096),
+            (2, 0, 8192, 4096),
+            (1, 1, 4096, 4096),
+            (1, 1, 8192, 4096),
+            (2, 0, 0, 512),
+            (3, 0, 40960, 8192),
+            (2, 0, 512, 512),
+            (1, 1, 45056, 4096),
+            (3, 0, 49152, 1024),
+            (2, 0, 100000, 512),
+        ];
+        let ts = (0..10).map(|i| i * 10 * S).collect();
+        (
+            ts,
+            rows.iter().map(|r| r.0).collect(),
+            rows.iter().map(|r| r.1).collect(),
+            rows.iter().map(|r| r.2).collect(),
+            rows.iter().map(|r| r.3).collect(),
+        )
+    }
+
+    fn params() -> Params {
+        Params {
+            leaves: 4,
+            capacity: 0,
+            window_ns: 1800 * S,
+            relaxed_threshold: 65536,
+        }
+    }
+
+    fn run(ts: &[i64], st: &[u32], op: &[u8], off: &[u64], sz: &[u32], p: &Params) -> Summary {
+        let cols = TraceColumns {
+            ts_ns: ts,
+            stream: st,
+            op,
+            offset: off,
+            size: sz,
+            latency_ns: None,
+        };
+        characterize(&cols, p).unwrap()
+    }
+
+    #[test]
+    fn hand_trace_whole() {
+        let (ts, st, op, off, sz) = hand_trace();
+        let s = run(&ts, &st, &op, &off, &sz, &params());
+        let t = &s.total;
+        assert_eq!(s.capacity, 100_512);
+        assert_eq!((t.requests, t.reads, t.writes), (10, 6, 4));
+        assert_eq!(t.size_sum, 31_232);
+        assert_eq!((t.backward, t.sequential, t.forward, t.pairs), (1, 4, 2, 7));
+        assert_eq!(t.interference_sum, 11);
+        assert_eq!((t.global_runs, t.detangled_runs, t.relaxed_runs), (8, 6, 5));
+        assert_eq!(t.locality, vec![6, 3, 0, 1]);
+        assert_eq!(t.requested_blocks_512, 62);
+        assert_eq!((t.footprint_blocks_512, t.footprint_blocks_4k), (44, 7));
+        assert_eq!((t.first_ts, t.last_ts), (0, 90 * S));
+        assert_eq!(s.top_sizes, vec![(4096, 5), (512, 3), (1024, 1), (8192, 1)]);
+        assert_eq!(s.distinct_sizes, 4);
+        // 512 -> bucket 10, 1024 -> 11, 4096 -> 13, 8192 -> 14
+        assert_eq!(
+            (
+                s.size_log2[10],
+                s.size_log2[11],
+                s.size_log2[13],
+                s.size_log2[14]
+            ),
+            (3, 1, 5, 1)
+        );
+        // jumps -12288 (bucket -14), 0 x4, 32768 (+16), 98976 (+17)
+        let j = &s.jump_log2;
+        assert_eq!(
+            (
+                j[JUMP_ZERO - 14],
+                j[JUMP_ZERO],
+                j[JUMP_ZERO + 16],
+                j[JUMP_ZERO + 17]
+            ),
+            (1, 4, 1, 1)
+        );
+        assert_eq!(j.iter().sum::<u64>(), 7);
+        // 90 s < 10 windows of 30 min: ten 9 s windows, one request each.
+        let f = s.fluctuation.as_ref().unwrap();
+        assert_eq!(f.counts, vec![1; 10]);
+        assert_eq!(f.durations_ns, vec![9 * S as u64; 10]);
+        assert!(t.fluctuation_cv.unwrap() < 1e-12);
+    }
+
+    #[test]
+    fn hand_trace_streams() {
+        let (ts, st, op, off, sz) = hand_trace();
+        let s = run(&ts, &st, &op, &off, &sz, &params());
+        let ids: Vec<u32> = s.streams.iter().map(|x| x.stream).collect();
+        assert_eq!(ids, vec![1, 2, 3]);
+        let (a, b, c) = (&s.streams[0], &s.streams[1], &s.streams[2]);
+        assert_eq!(
+            (a.requests, a.writes, a.sequential, a.forward, a.backward),
+            (4, 4, 2, 1, 0)
+        );
+        assert_eq!(
+            (b.requests, b.reads, b.sequential, b.forward, b.backward),
+            (4, 4, 1, 1, 1)
+        );
+        assert_eq!((c.requests, c.reads, c.sequential), (2, 2, 1));
+        assert_eq!(
+            (a.interference_sum, b.interference_sum, c.interference_sum),
+            (4, 5, 2)
+        );
+        assert_eq!((a.global_runs, b.global_runs, c.global_runs), (3, 4, 1));
+        assert_eq!(
+            (a.detangled_runs, b.detangled_runs, c.detangled_runs),
+            (2, 3, 1)
+        );
+        assert_eq!((a.relaxed_runs, b.relaxed_runs, c.relaxed_runs), (1, 3, 1));
+        assert_eq!(a.locality, vec![3, 1, 0, 0]);
+        assert_eq!(b.locality, vec![3, 0, 0, 1]);
+        assert_eq!(c.locality, vec![0, 2, 0, 0]);
+        assert_eq!(
+            (
+                a.footprint_blocks_512,
+                a.footprint_blocks_4k,
+                a.requested_blocks_512
+            ),
+            (32, 4, 32)
+        );
+        assert_eq!(
+            (
+                b.footprint_blocks_512,
+                b.footprint_blocks_4k,
+                b.requested_blocks_512
+            ),
+            (12, 3, 12)
+        );
+        assert_eq!(
+            (
+                c.footprint_blocks_512,
+                c.footprint_blocks_4k,
+                c.requested_blocks_512
+            ),
+            (18, 3, 18)
+        );
+        assert_eq!((a.first_ts, a.last_ts), (0, 70 * S));
+        // k of 10 equal-rate windows active: cv = sqrt(10 / k - 1)
+        assert!((a.fluctuation_cv.unwrap() - 1.5f64.sqrt()).abs() < 1e-12);
+        assert!((c.fluctuation_cv.unwrap() - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn windows_hold_remainder_and_zeros() {
+        // 0,1,2,3 s, 50 s, 100 s with 10 s windows: counts 4,0,0,0,0,1,0,0,0,1; rates
+        // 0.4,0..,0.1,..,0.1: mean 0.06, mean square 0.018, std 0.12, cv 2.
+        let ts: Vec<i64> = [0, 1, 2, 3, 50, 100].iter().map(|t| t * S).collect();
+        let n = ts.len();
+        let p = Params {
+            window_ns: 10 * S,
+            ..params()
+        };
+        let s = run(
+            &ts,
+            &vec![0; n],
+            &vec![0; n],
+            &vec![0; n],
+            &vec![512; n],
+            &p,
+        );
+        let f = s.fluctuation.unwrap();
+        assert_eq!(f.counts, vec![4, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
+        assert!((s.total.fluctuation_cv.unwrap() - 2.0).abs() < 1e-12);
+        // 105 s with 10 s windows: ten windows, the last one 15 s long.
+        let ts: Vec<i64> = vec![0, 105 * S];
+        let s = run(&ts, &[0, 0], &[0, 0], &[0, 0], &[512, 512], &p);
+        let f = s.fluctuation.unwrap();
+        assert_eq!(f.durations_ns.len(), 10);
+        assert_eq!(f.durations_ns[9], 15 * S as u64);
+        assert_eq!(f.counts[9], 1);
+    }
+
+    #[test]
+    fn empty_and_untimed() {
+        let s = run(&[], &[], &[], &[], &[], &params());
+        assert_eq!(s.total.requests, 0);
+        assert!(s.streams.is_empty() && s.fluctuation.is_none());
+        let s = run(&[0, 0], &[0, 0], &[0, 0], &[0, 512], &[512, 0], &params());
+        assert!(s.fluctuation.is_none() && s.total.fluctuation_cv.is_none());
+        assert_eq!(s.total.sequential, 1);
+        // a zero-size request touches no block
+        assert_eq!(
+            (s.total.requested_blocks_512, s.total.footprint_blocks_4k),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn ranges_match_the_floor_formula() {
+        for (leaves, capacity) in [(4u64, 100_512u64), (16, 7), (64, 1 << 40), (5, 1_000_003)] {
+            let r = Ranges::new(leaves, capacity);
+            for off in (0..capacity.min(5000)).chain([capacity - 1, capacity, capacity * 3]) {
+                let want =
+                    ((off as u128 * leaves as u128) / capacity as u128).min(leaves as u128 - 1);
+                assert_eq!(
+                    r.index(off) as u128,
+                    want,
+                    "leaves {leaves} capacity {capacity} offset {off}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn buckets() {
+        assert_eq!(jump_bucket(0), JUMP_ZERO);
+        assert_eq!(jump_bucket(1), JUMP_ZERO + 1);
+        assert_eq!(jump_bucket(3), JUMP_ZERO + 2);
+        assert_eq!(jump_bucket(-4), JUMP_ZERO - 3);
+        assert_eq!(jump_bucket(-(u64::MAX as i128)), 1);
+        assert_eq!(
+            jump_bucket(u64::MAX as i128 + (u32::MAX as i128)),
+            JUMP_BUCKETS - 1
+        );
+        assert_eq!(
+            (
+                size_bucket(0),
+                size_bucket(1),
+                size_bucket(4095),
+                size_bucket(4096)
+            ),
+            (0, 1, 12, 13)
+        );
+        assert_eq!(size_bucket(u32::MAX), SIZE_BUCKETS - 2);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let cols = TraceColumns {
+            ts_ns: &[0, 1],
+            stream: &[0],
+            op: &[0, 0],
+            offset: &[0, 0],
+            size: &[1, 1],
+            latency_ns: None,
+        };
+        assert!(characterize(&cols, &params())
+            .unwrap_err()
+            .contains("stream"));
+        let ts: Vec<i64> = vec![0, 1_000 * S];
+        let cols = TraceColumns {
+            ts_ns: &ts,
+            stream: &[0, 0],
+            ..cols
+        };
+        let p = Params {
+            window_ns: 1,
+            ..params()
+        };
+        assert!(characterize(&cols, &p).unwrap_err().contains("windows"));
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    //! `cargo test --release --lib characterize::bench -- --ignored --nocapture`: times the
+    //! pass on 10M synthetic records and the ways of counting the 4 KiB footprint. On the
+    //! 2-core development VM: main pass ~230 ms, range footprint ~410 ms (on its own thread,
+    //! so characterize takes ~430 ms), 4 KiB block ids sort_unstable + dedup ~1.3 s, block-id
+    //! hash set ~3.5 s (requests average 30 KiB, so ids are ~3.5x the requests).
+    use super::*;
+    use std::time::Instant;
+
+    fn synthetic(n: usize, streams: u32) -> super::tests::Owned {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ends = vec![0u64; streams as usize];
+        let (mut ts, mut st, mut op, mut off, mut sz) = (vec![], vec![], vec![], vec![], vec![]);
+        for i in 0..n {
+            let r = next();
+            let s = (r % streams as u64) as u32;
+            let size = 4096u32 << ((r >> 8) % 4);
+            let o = if (r >> 16) % 3 == 0 {
+                ends[s as usize]
+            } else {
+                ((r >> 20) % (1 << 28)) * 4096
+            };
+            ends[s as usize] = o + size as u64;
+            ts.push(i as i64 * 100_000);
+            st.push(s);
+            op.push((r >> 40) as u8 & 1);
+            off.push(o);
+            sz.push(size);
+        }
+        (ts, st, op, off, sz)
+    }
+
+    #[test]
+    #[ignore]
+    fn ten_million() {
+        let (ts, st, op, off, sz) = synthetic(10_000_000, 16);
+        let cols = TraceColumns {
+            ts_ns: &ts,
+            stream: &st,
+            op: &op,
+            offset: &off,
+            size: &sz,
+            latency_ns: None,
+        };
+        let p = Params {
+            leaves: 4,
+            capacity: 0,
+            window_ns: 1_800_000_000_000,
+            relaxed_threshold: 65536,
+        };
+        let t = Instant::now();
+        let s = characterize(&cols, &p).unwrap();
+        println!(
+            "characterize: {:?} (footprint {})",
+            t.elapsed(),
+            s.total.footprint_blocks_4k
+        );
+
+        let extent = Extent::of(&cols);
+        let grid = WindowGrid::new(extent.span(), p.window_ns).unwrap();
+        let t = Instant::now();
+        let mut pass = Pass::new(&cols, &p, 1 << 40, &extent, grid.as_ref());
+        pass.run();
+        println!("main pass alone: {:?}", t.elapsed());
+        let t = Instant::now();
+        let f = footprints(&st, &off, &sz, 15, extent.max_end);
+        println!(
+            "interval footprint alone: {:?} ({})",
+            t.elapsed(),
+            f.total.unique_4k
+        );
+
+        let t = Instant::now();
+        let mut blocks: Vec<u64> = Vec::new();
+        for (&o, &z) in off.iter().zip(&sz) {
+            if z > 0 {
+                blocks.extend(o >> 12..=(o + z as u64 - 1) >> 12);
+            }
+        }
+        blocks.sort_unstable();
+        blocks.dedup();
+        println!("block ids sort+dedup: {:?} ({})", t.elapsed(), blocks.len());
+        assert_eq!(blocks.len() as u64, s.total.footprint_blocks_4k);
+
+        let t = Instant::now();
+        let mut set: rustc_hash::FxHashSet<u64> = Default::default();
+        for (&o, &z) in off.iter().zip(&sz) {
+            if z > 0 {
+                set.extend(o >> 12..=(o + z as u64 - 1) >> 12);
+            }
+        }
+        println!("block ids hash set: {:?} ({})", t.elapsed(), set.len());
+    }
+}
