@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -18,11 +17,9 @@ from typing import ClassVar
 import polars as pl
 
 from ..errors import TraceFormatError
-from ..source import open_bytes
-from .base import CANONICAL_SCHEMA, ReadOptions, Scan, TraceFormat, lazy_from_batches
+from .base import CANONICAL_SCHEMA, ReadOptions, Scan, TraceFormat
 
 _EXAMPLES = 5
-CHUNK_BYTES = 64 << 20  # polars parses each chunk with both cores; memory stays bounded
 
 
 @dataclass(frozen=True)
@@ -50,14 +47,10 @@ class DelimitedFormat(TraceFormat):
 
     # -- reading -----------------------------------------------------------------------
     def raw_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
-        """The raw fields, lazily. Typed: chunks parsed by polars' in-memory CSV reader (much
-        faster than its streaming scanner), bounded memory. Untyped: every field a string."""
+        """The raw fields, lazily (polars' streaming CSV scanner); untyped: all strings."""
         if self.separator is None:
             return self._whitespace_scan(path, typed)
-        if typed:
-            schema = {f.name: f.dtype for f in self.fields}
-            return lazy_from_batches(lambda cols: self._typed_chunks(path, cols), schema)
-        schema = {f.name: pl.String() for f in self.fields}
+        schema = {f.name: (f.dtype if typed else pl.String()) for f in self.fields}
         return pl.scan_csv(
             path,
             has_header=self.has_header,
@@ -66,20 +59,6 @@ class DelimitedFormat(TraceFormat):
             truncate_ragged_lines=True,
             quote_char=None,
         )
-
-    def _typed_chunks(self, path: Path, columns: list[str] | None) -> Iterator[pl.DataFrame]:
-        schema = {f.name: f.dtype for f in self.fields}
-        wanted = [i for i, f in enumerate(self.fields) if columns is None or f.name in columns]
-        for i, chunk in enumerate(line_chunks(path)):
-            yield pl.read_csv(
-                chunk,
-                has_header=self.has_header and i == 0,
-                separator=self.separator,
-                schema=schema,
-                columns=wanted,
-                truncate_ragged_lines=True,
-                quote_char=None,
-            )
 
     def _whitespace_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
         """Whole lines (polars wants a one-byte separator), split on runs of blanks, lazily.
@@ -191,26 +170,6 @@ class DelimitedFormat(TraceFormat):
         value = row.get(f"__raw_{field}")
         shown = "missing" if value is None else f"cannot use {value!r}"
         return TraceFormatError(path, f"line {row['__line']}", field, shown)
-
-
-def line_chunks(path: Path, size: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """The file in chunks of whole lines (the last line may lack its newline)."""
-    carry = b""
-    with open_bytes(path) as f:
-        while True:
-            block = f.read(size)
-            buf = carry + block
-            if not buf:
-                return
-            if not block:
-                yield buf
-                return
-            cut = buf.rfind(b"\n") + 1
-            if cut == 0:
-                carry = buf
-                continue
-            yield buf[:cut]
-            carry = buf[cut:]
 
 
 def lines_match(head: bytes, pattern: re.Pattern[bytes], share: float = 0.8) -> bool:
