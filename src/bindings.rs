@@ -380,6 +380,116 @@ fn characterize_columns<'py>(
     summary_to_py(py, &summary)
 }
 
+/// Fits the model to canonical columns (time-ordered) and returns the model document as JSON
+/// text; see `model::stats` and `model::finalize`. The GIL is released while fitting.
+#[pyfunction]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns))]
+#[allow(clippy::too_many_arguments)]
+fn fit_model<'py>(
+    py: Python<'py>,
+    ts_ns: &Bound<'py, PyAny>,
+    stream: &Bound<'py, PyAny>,
+    op: &Bound<'py, PyAny>,
+    offset: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    levels: u32,
+    fanout: u32,
+    capacity: u64,
+    flat: bool,
+    window_ns: i64,
+    reref: bool,
+    iat_family: &str,
+    span_ns: i64,
+) -> PyResult<String> {
+    use crate::model::{finalize::finalize, stats, tree::Tree};
+    let bufs = (
+        PyBuffer::<i64>::get(ts_ns)?,
+        PyBuffer::<u32>::get(stream)?,
+        PyBuffer::<u8>::get(op)?,
+        PyBuffer::<u64>::get(offset)?,
+        PyBuffer::<u32>::get(size)?,
+    );
+    let (ts, st, o, off, sz) = (
+        buffer_slice(&bufs.0)?,
+        buffer_slice(&bufs.1)?,
+        buffer_slice(&bufs.2)?,
+        buffer_slice(&bufs.3)?,
+        buffer_slice(&bufs.4)?,
+    );
+    if levels == 0 || fanout < 2 || (fanout as f64).powi(levels as i32) > 4e18 {
+        return Err(PyValueError::new_err(
+            "levels must be >= 1 and fanout >= 2 (fanout^levels < 4e18)",
+        ));
+    }
+    let config = stats::FitConfig {
+        tree: Tree::new(levels, fanout, capacity),
+        flat,
+        window_ns,
+        reref,
+    };
+    let family = iat_family.to_string();
+    let doc = py.detach(|| {
+        let reuse = reref.then(|| stats::stack_distances(st, off, 4096));
+        let mut fitter = stats::Fitter::new(config);
+        fitter.update(ts, st, o, off, sz, reuse.as_deref());
+        finalize(&fitter, &family, span_ns).to_string()
+    });
+    Ok(doc)
+}
+
+/// Generates a synthetic trace from a model document; returns canonical column bytes.
+#[pyfunction]
+#[pyo3(signature = (model_json, requests, duration_ns, intensity, compress, seed, uniform))]
+#[allow(clippy::too_many_arguments)]
+fn synth_model<'py>(
+    py: Python<'py>,
+    model_json: &str,
+    requests: Option<u64>,
+    duration_ns: Option<i64>,
+    intensity: f64,
+    compress: f64,
+    seed: u64,
+    uniform: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    use crate::model::sample::{Sampler, SynthParams};
+    let doc: serde_json::Value = serde_json::from_str(model_json)
+        .map_err(|e| PyValueError::new_err(format!("model is not JSON: {e}")))?;
+    let sampler = Sampler::from_json(&doc).map_err(PyValueError::new_err)?;
+    let params = SynthParams {
+        requests,
+        duration_ns,
+        intensity,
+        compress,
+        seed,
+        uniform,
+    };
+    let cols = py.detach(|| sampler.generate(&params));
+    columns_to_py(py, &cols)
+}
+
+/// LRU miss ratios at each cache size (blocks); see `stats::mrc`.
+#[pyfunction]
+fn lru_miss_ratios<'py>(
+    py: Python<'py>,
+    space: &Bound<'py, PyAny>,
+    offset: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    block: u64,
+    cache_blocks: Vec<u64>,
+) -> PyResult<(u64, Vec<f64>)> {
+    let bufs = (
+        PyBuffer::<u64>::get(space)?,
+        PyBuffer::<u64>::get(offset)?,
+        PyBuffer::<u32>::get(size)?,
+    );
+    let (sp, off, sz) = (
+        buffer_slice(&bufs.0)?,
+        buffer_slice(&bufs.1)?,
+        buffer_slice(&bufs.2)?,
+    );
+    Ok(py.detach(|| crate::stats::mrc::miss_ratios(sp, off, sz, block.max(1), &cache_blocks)))
+}
+
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -398,5 +508,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect_strace, m)?)?;
     m.add_class::<StraceParser>()?;
     m.add_function(wrap_pyfunction!(characterize_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_model, m)?)?;
+    m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;
+    m.add_function(wrap_pyfunction!(synth_model, m)?)?;
     Ok(())
 }

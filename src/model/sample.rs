@@ -19,6 +19,8 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 const REREF_BLOCK: u64 = 4096;
+/// How many stack entries a re-reference may look past its drawn distance for its leaf.
+const REREF_SEARCH: u64 = 256;
 
 /// One generated request before times are placed: (op, offset, size).
 type Request = (u8, u64, u32);
@@ -106,30 +108,6 @@ fn triple(v: &Value) -> Result<(u64, u64, u64), Err> {
     Ok((g(0)?, g(1)?, g(2)?))
 }
 
-/// Categories of one transition, drawn by count.
-#[derive(Debug, Clone, Default)]
-struct Choices {
-    cum: Vec<u64>,
-    items: Vec<(Category, Iat)>,
-}
-
-impl Choices {
-    fn push(&mut self, count: u64, c: Category, iat: Iat) {
-        let last = self.cum.last().copied().unwrap_or(0);
-        self.cum.push(last + count);
-        self.items.push((c, iat));
-    }
-
-    fn pick(&self, rng: &mut Pcg64Mcg) -> Option<&(Category, Iat)> {
-        let total = *self.cum.last()?;
-        if total == 0 {
-            return None;
-        }
-        let u = rng.random_range(0..total);
-        Some(&self.items[self.cum.partition_point(|&c| c <= u)])
-    }
-}
-
 /// Counted alternatives (children, target leaves), drawn by count.
 #[derive(Debug, Clone, Default)]
 struct Weighted {
@@ -158,12 +136,26 @@ impl Weighted {
     }
 }
 
-/// One table row: moves from child `from` of a node to its siblings (or itself, at the
-/// finest level), and how often the walk stayed inside `from` instead.
+/// One table row: the transitions from child `from` of a node to its siblings (or itself,
+/// at the finest level), as (to, transition index); `stay` counts the transitions still to
+/// come that start inside `from` and live deeper.
 #[derive(Debug, Clone, Default)]
 struct Row {
-    moves: Weighted,
+    moves: Vec<(u64, usize)>,
     stay: u64,
+}
+
+/// Transition budgets: how many times each transition and category may still be used. The
+/// walk draws without replacement, so one pass reproduces the fitted counts (the paper's
+/// generator visits states round-robin for the same reason) and refills when it runs dry.
+#[derive(Debug, Clone)]
+struct Budgets {
+    rows: FxHashMap<(u32, u64, u32), Row>,
+    flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
+    remaining: Vec<u64>,
+    all: Fenwick,
+    categories: Vec<Vec<u64>>,
+    node_entry: FxHashMap<(u32, u64), Vec<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -173,12 +165,10 @@ struct StreamModel {
     alignment: u64,
     first: Option<(u64, Category)>,
     windows: Vec<u64>,
-    rows: FxHashMap<(u32, u64, u32), Row>,
-    flat_rows: FxHashMap<u64, Weighted>,
-    choices: FxHashMap<TransKey, Choices>,
-    node_entry: FxHashMap<(u32, u64), Weighted>,
+    keys: Vec<TransKey>,
+    cats: Vec<Vec<(Category, Iat)>>,
+    initial: Budgets,
     leaves: Weighted,
-    all: Choices,
     reuse: Vec<(u64, u64, u64)>,
     reuse_total: u64,
 }
@@ -336,13 +326,17 @@ impl Sampler {
     ) -> (Vec<Request>, Vec<f64>) {
         let mut reqs = Vec::with_capacity(n as usize);
         let mut gaps = Vec::with_capacity(n as usize);
-        let mut reref = s.reuse_total.gt(&0).then(|| Reref::new(n as usize));
+        let mut reref = (s.reuse_total > 0).then(|| Reref::new(n as usize));
+        let mut budget = s.initial.clone();
         let mut cur: Option<(u64, u64)> = None; // (leaf, end) of the previous request
         for i in 0..n {
+            if budget.all.prefix(budget.all.len()) == 0 {
+                budget = s.initial.clone(); // a full pass is done: start the next one
+            }
             let (cat, target, gap) = match (i, cur, s.first) {
                 (0, _, Some((leaf, c))) => (c, leaf, 0.0),
-                (_, Some((leaf, _)), _) => self.step(s, leaf, rng),
-                _ => self.jump(s, rng),
+                (_, Some((leaf, _)), _) => self.step(s, &mut budget, leaf, rng),
+                _ => self.teleport(s, &mut budget, rng),
             };
             let offset = if uniform {
                 self.uniform_offset(s, cat.size, rng)
@@ -361,58 +355,79 @@ impl Sampler {
     }
 
     /// One transition from `leaf`: (category, target leaf, gap).
-    fn step(&self, s: &StreamModel, leaf: u64, rng: &mut Pcg64Mcg) -> (Category, u64, f64) {
+    fn step(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        leaf: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> (Category, u64, f64) {
         let picked = if self.flat {
-            self.flat_move(s, leaf, rng)
+            self.flat_move(b, leaf, rng)
         } else {
-            self.tree_move(s, leaf, rng)
+            self.tree_move(b, leaf, rng)
         };
-        match picked.and_then(|(key, q)| {
-            s.choices
-                .get(&key)
-                .and_then(|c| c.pick(rng))
-                .map(|c| (c, q))
-        }) {
-            Some(((cat, iat), q)) => (*cat, q, iat.sample(rng)),
-            None => self.jump(s, rng),
+        match picked {
+            Some((t, q)) => self.consume(s, b, t, q, rng),
+            None => self.teleport(s, b, rng),
         }
     }
 
+    /// Uses one count of transition `t` (and of one of its categories) landing in leaf `q`.
+    fn consume(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        t: usize,
+        q: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> (Category, u64, f64) {
+        b.remaining[t] -= 1;
+        b.all.add(t, -1);
+        let key = s.keys[t];
+        if !self.flat {
+            remove_stay(&mut b.rows, &self.tree, &key);
+        }
+        let counts = &mut b.categories[t];
+        let c = take(counts, rng).unwrap_or(0);
+        let (cat, iat) = &s.cats[t][c];
+        (*cat, q, iat.sample(rng))
+    }
+
     /// Top-down: at each level move to a sibling or stay and look deeper.
-    fn tree_move(&self, s: &StreamModel, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(TransKey, u64)> {
+    fn tree_move(&self, b: &mut Budgets, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(usize, u64)> {
         let t = &self.tree;
         for d in 0..t.levels {
             let node = t.ancestor(leaf, d);
             let x = t.digit(leaf, d);
-            let row = s.rows.get(&(d, node, x))?;
-            let moves = row.moves.total();
+            let row = b.rows.get(&(d, node, x))?;
+            let moves: u64 = row.moves.iter().map(|m| b.remaining[m.1]).sum();
             let stay = if d + 1 < t.levels { row.stay } else { 0 };
             if moves + stay == 0 {
                 return None;
             }
-            let u = rng.random_range(0..moves + stay);
+            let mut u = rng.random_range(0..moves + stay);
             if u < moves {
-                let y = row.moves.pick_at(u) as u32;
-                let key = TransKey {
-                    depth: d,
-                    prefix: node,
-                    from: x,
-                    to: y,
-                };
-                let child = node * t.fanout as u64 + y as u64;
-                return Some((key, self.descend(s, d + 1, child, rng)));
+                for &(y, idx) in &row.moves {
+                    let r = b.remaining[idx];
+                    if u < r {
+                        let child = node * t.fanout as u64 + y;
+                        return Some((idx, self.descend(b, d + 1, child, rng)));
+                    }
+                    u -= r;
+                }
             }
         }
         None
     }
 
-    /// From a node at `depth`, down to a leaf through the nodes' entry distributions.
-    fn descend(&self, s: &StreamModel, depth: u32, node: u64, rng: &mut Pcg64Mcg) -> u64 {
+    /// From a node at `depth`, down to a leaf through the nodes' entry budgets.
+    fn descend(&self, b: &mut Budgets, depth: u32, node: u64, rng: &mut Pcg64Mcg) -> u64 {
         let t = &self.tree;
         let mut node = node;
         for e in depth..t.levels {
-            let child = match s.node_entry.get(&(e, node)).and_then(|w| w.pick(rng)) {
-                Some(c) => c,
+            let child = match b.node_entry.get_mut(&(e, node)).and_then(|w| take(w, rng)) {
+                Some(c) => c as u64,
                 None => rng.random_range(0..t.fanout as u64),
             };
             node = node * t.fanout as u64 + child;
@@ -420,35 +435,50 @@ impl Sampler {
         node
     }
 
-    fn flat_move(&self, s: &StreamModel, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(TransKey, u64)> {
-        let to = s.flat_rows.get(&leaf)?.pick(rng)?;
-        Some((
-            TransKey {
-                depth: super::stats::FLAT_DEPTH,
-                prefix: leaf,
-                from: 0,
-                to: to as u32,
-            },
-            to,
-        ))
+    fn flat_move(&self, b: &mut Budgets, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(usize, u64)> {
+        let row = b.flat_rows.get(&leaf)?;
+        let total: u64 = row.iter().map(|m| b.remaining[m.1]).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut u = rng.random_range(0..total);
+        for &(to, idx) in row {
+            let r = b.remaining[idx];
+            if u < r {
+                return Some((idx, to));
+            }
+            u -= r;
+        }
+        None
     }
 
-    /// A restart where the walk has no data: a leaf by visit counts, a category by the
-    /// stream's overall mix.
-    fn jump(&self, s: &StreamModel, rng: &mut Pcg64Mcg) -> (Category, u64, f64) {
-        let leaf = s.leaves.pick(rng).unwrap_or(0);
-        match s.all.pick(rng) {
-            Some((c, iat)) => (*c, leaf, iat.sample(rng)),
-            None => (
-                s.first.map(|f| f.1).unwrap_or(Category {
-                    op: 0,
-                    size: 4096,
-                    kind: 0,
-                }),
-                leaf,
-                0.0,
-            ),
+    /// Where the walk has no transition left from its leaf: take any remaining transition,
+    /// as if the walk stood at its source.
+    fn teleport(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        rng: &mut Pcg64Mcg,
+    ) -> (Category, u64, f64) {
+        let left = b.all.prefix(b.all.len());
+        if left == 0 {
+            let leaf = s.leaves.pick(rng).unwrap_or(0);
+            let cat = s.first.map(|f| f.1).unwrap_or(Category {
+                op: 0,
+                size: 4096,
+                kind: 0,
+            });
+            return (cat, leaf, 0.0);
         }
+        let t = b.all.find_kth(rng.random_range(0..left) + 1);
+        let key = s.keys[t];
+        let q = if self.flat {
+            key.to as u64
+        } else {
+            let child = key.prefix * self.tree.fanout as u64 + key.to as u64;
+            self.descend(b, key.depth + 1, child, rng)
+        };
+        self.consume(s, b, t, q, rng)
     }
 
     fn place(
@@ -462,12 +492,14 @@ impl Sampler {
     ) -> u64 {
         let cap = self.tree.capacity;
         if cat.kind == KIND_SEQUENTIAL {
-            if let Some(end) = prev_end.filter(|e| e + cat.size as u64 <= cap) {
+            // a continuation stays where its transition leads, as it did in the trace
+            let fits = |e: &u64| e + cat.size as u64 <= cap && self.tree.leaf_of(*e) == target;
+            if let Some(end) = prev_end.filter(fits) {
                 return end;
             }
         }
         if cat.kind == KIND_REREF {
-            if let Some(off) = reref.and_then(|r| r.pick(s, rng)) {
+            if let Some(off) = reref.and_then(|r| r.pick(s, &self.tree, target, rng)) {
                 return off;
             }
         }
@@ -511,8 +543,10 @@ impl Reref {
         }
     }
 
-    /// The offset last used for the block at a stack distance drawn from the model.
-    fn pick(&self, s: &StreamModel, rng: &mut Pcg64Mcg) -> Option<u64> {
+    /// The offset last used for a block at a stack distance drawn from the model, in the
+    /// transition's target leaf: from the drawn distance, the stack is searched towards
+    /// older blocks (at most REREF_SEARCH of them) so the walk's locality is kept.
+    fn pick(&self, s: &StreamModel, tree: &Tree, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
         let mut u = rng.random_range(0..s.reuse_total);
         let mut dist = 0;
         for &(lo, hi, c) in &s.reuse {
@@ -522,11 +556,15 @@ impl Reref {
             }
             u -= c;
         }
-        if dist >= self.marks {
-            return None;
+        let mut d = dist;
+        while d < self.marks && d < dist + REREF_SEARCH {
+            let offset = self.offsets[self.fen.find_kth(self.marks - d)];
+            if tree.leaf_of(offset) == target {
+                return Some(offset);
+            }
+            d += 1;
         }
-        let pos = self.fen.find_kth(self.marks - dist);
-        Some(self.offsets[pos])
+        None
     }
 
     fn touch(&mut self, pos: usize, offset: u64) {
@@ -585,38 +623,25 @@ fn merge_streams(parts: Vec<StreamPart>) -> Columns {
 }
 
 fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> {
-    let id = int(v, "id")? as u32;
-    let mut m = StreamModel {
-        id,
-        weight: num(v, "weight")?,
-        alignment: int(v, "alignment").unwrap_or(1),
-        first: None,
-        windows: v
-            .get("windows")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default(),
-        rows: FxHashMap::default(),
-        flat_rows: FxHashMap::default(),
-        choices: FxHashMap::default(),
-        node_entry: FxHashMap::default(),
-        leaves: Weighted::default(),
-        all: Choices::default(),
-        reuse: Vec::new(),
-        reuse_total: 0,
-    };
-    if let Some(f) = v.get("first").filter(|f| !f.is_null()) {
-        m.first = Some((int(f, "leaf")?, category(f)?));
-    }
-    for t in v
+    let transitions = v
         .get("transitions")
         .and_then(Value::as_array)
-        .ok_or("missing 'transitions'")?
-    {
-        let count = int(t, "count")?;
+        .ok_or("missing 'transitions'")?;
+    let n = transitions.len();
+    let mut keys = Vec::with_capacity(n);
+    let mut cats = Vec::with_capacity(n);
+    let mut b = Budgets {
+        rows: FxHashMap::default(),
+        flat_rows: FxHashMap::default(),
+        remaining: Vec::with_capacity(n),
+        all: Fenwick::new(n.max(1)),
+        categories: Vec::with_capacity(n),
+        node_entry: FxHashMap::default(),
+    };
+    for (idx, t) in transitions.iter().enumerate() {
         let key = if flat {
             let (from, to) = (int(t, "from_leaf")?, int(t, "to_leaf")?);
-            m.flat_rows.entry(from).or_default().add(to, count);
+            b.flat_rows.entry(from).or_default().push((to, idx));
             TransKey {
                 depth: super::stats::FLAT_DEPTH,
                 prefix: from,
@@ -630,27 +655,35 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
                 from: int(t, "from")? as u32,
                 to: int(t, "to")? as u32,
             };
-            m.rows
+            b.rows
                 .entry((key.depth, key.prefix, key.from))
                 .or_default()
                 .moves
-                .add(key.to as u64, count);
-            add_stays(&mut m.rows, tree, &key, count);
+                .push((key.to as u64, idx));
             key
         };
-        let mut choices = Choices::default();
+        let mut list = Vec::new();
+        let mut counts = Vec::new();
         for c in t
             .get("categories")
             .and_then(Value::as_array)
             .ok_or("transition without categories")?
         {
-            let cat = category(c)?;
-            let iat = parse_iat(c.get("iat").ok_or("category without iat")?)?;
-            let n = int(c, "count")?;
-            choices.push(n, cat, iat.clone());
-            m.all.push(n, cat, iat);
+            list.push((
+                category(c)?,
+                parse_iat(c.get("iat").ok_or("category without iat")?)?,
+            ));
+            counts.push(int(c, "count")?);
         }
-        m.choices.insert(key, choices);
+        let total: u64 = counts.iter().sum();
+        if !flat {
+            add_stays(&mut b.rows, tree, &key, total);
+        }
+        b.remaining.push(total);
+        b.all.add(idx, total as i64);
+        b.categories.push(counts);
+        keys.push(key);
+        cats.push(list);
     }
     for e in v
         .get("entries")
@@ -661,10 +694,15 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         let (d, q, c) = triple(e)?;
         for depth in (d as u32 + 1)..tree.levels {
             let node = tree.ancestor(q, depth);
-            let child = tree.digit(q, depth) as u64;
-            m.node_entry.entry((depth, node)).or_default().add(child, c);
+            let child = tree.digit(q, depth) as usize;
+            let slot = b
+                .node_entry
+                .entry((depth, node))
+                .or_insert_with(|| vec![0; tree.fanout as usize]);
+            slot[child] += c;
         }
     }
+    let mut leaves = Weighted::default();
     for l in v
         .get("leaves")
         .and_then(Value::as_array)
@@ -675,33 +713,83 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
             .as_array()
             .filter(|a| a.len() == 2)
             .ok_or("expected [leaf, count]")?;
-        m.leaves
-            .add(a[0].as_u64().unwrap_or(0), a[1].as_u64().unwrap_or(0));
+        leaves.add(a[0].as_u64().unwrap_or(0), a[1].as_u64().unwrap_or(0));
     }
+    let mut reuse = Vec::new();
+    let mut reuse_total = 0;
     for r in v
         .get("reuse")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
-        let b = triple(r)?;
-        m.reuse_total += b.2;
-        m.reuse.push(b);
+        let bucket = triple(r)?;
+        reuse_total += bucket.2;
+        reuse.push(bucket);
     }
-    let _ = KIND_REREF;
-    Ok(m)
+    let first = match v.get("first").filter(|f| !f.is_null()) {
+        Some(f) => Some((int(f, "leaf")?, category(f)?)),
+        None => None,
+    };
+    Ok(StreamModel {
+        id: int(v, "id")? as u32,
+        weight: num(v, "weight")?,
+        alignment: int(v, "alignment").unwrap_or(1),
+        first,
+        windows: v
+            .get("windows")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default(),
+        keys,
+        cats,
+        initial: b,
+        leaves,
+        reuse,
+        reuse_total,
+    })
+}
+
+/// Draws an index by count and uses one count of it.
+fn take(counts: &mut [u64], rng: &mut Pcg64Mcg) -> Option<usize> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut u = rng.random_range(0..total);
+    for (i, c) in counts.iter_mut().enumerate() {
+        if u < *c {
+            *c -= 1;
+            return Some(i);
+        }
+        u -= *c;
+    }
+    None
 }
 
 /// A transition at depth e inside the subtree of child x of a node at depth d < e is a "stay"
 /// for that node's row x.
 fn add_stays(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &TransKey, count: u64) {
-    let b = tree.fanout as u64;
-    for d in 0..key.depth {
-        let up = key.depth - d; // levels between the table's node and depth d
-        let node = key.prefix / b.pow(up);
-        let x = ((key.prefix / b.pow(up - 1)) % b) as u32;
+    for (d, node, x) in stay_rows(tree, key) {
         rows.entry((d, node, x)).or_default().stay += count;
     }
+}
+
+fn remove_stay(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &TransKey) {
+    for r in stay_rows(tree, key) {
+        if let Some(row) = rows.get_mut(&r) {
+            row.stay = row.stay.saturating_sub(1);
+        }
+    }
+}
+
+fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32)> {
+    let b = tree.fanout as u64;
+    let (depth, prefix) = (key.depth, key.prefix);
+    (0..depth).map(move |d| {
+        let up = depth - d; // levels between the table's node and depth d
+        (d, prefix / b.pow(up), ((prefix / b.pow(up - 1)) % b) as u32)
+    })
 }
 
 #[cfg(test)]

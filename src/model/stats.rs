@@ -290,6 +290,7 @@ pub fn stack_distances(stream: &[u32], offset: &[u64], block: u64) -> Vec<u32> {
 }
 
 /// Prefix sums with point updates.
+#[derive(Debug, Clone)]
 pub struct Fenwick {
     tree: Vec<i64>,
 }

@@ -1,3 +1,4 @@
 //! Per-record statistics over canonical columns.
 pub mod characterize;
 pub mod footprint;
+pub mod mrc;

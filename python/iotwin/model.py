@@ -1,0 +1,249 @@
+"""The workload model: fit it from a trace, keep it as JSON, regenerate traces from it.
+
+Counting and sampling happen in the Rust core (`_core.fit_model`, `_core.synth_model`); this
+module chooses the settings, names things, checks documents against the published JSON
+Schema (`schema/model.schema.json`) and turns samples into canonical traces.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from . import _core
+from .errors import IotwinError
+from .formats.base import frame_from_columns
+from .source import atomic_output
+from .trace import Trace, TraceMeta
+
+MODEL_VERSION = 1
+DEFAULT_WINDOW_NS = 30 * 60 * 10**9
+MIN_WINDOWS = 10
+IAT_FAMILIES = (
+    "auto",
+    "fixed",
+    "normal",
+    "exponential",
+    "poisson",
+    "gamma",
+    "hyperexp",
+    "empirical",
+)
+
+
+def default_window_ns(span_ns: int) -> int:
+    """30-minute windows; traces shorter than 10 of them get span/10 (seed 000, III.C)."""
+    if span_ns >= MIN_WINDOWS * DEFAULT_WINDOW_NS:
+        return DEFAULT_WINDOW_NS
+    return max(1, span_ns // MIN_WINDOWS)
+
+
+def column(trace: Trace, name: str, dtype: type) -> np.ndarray:
+    """A contiguous numpy view of a canonical column (copied only when chunked or cast)."""
+    return np.ascontiguousarray(trace.df.get_column(name).to_numpy(), dtype=dtype)
+
+
+@dataclass
+class Model:
+    """A fitted model document (JSON-ready dict) with helpers."""
+
+    doc: dict[str, Any]
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Writes the model as JSON, atomically."""
+        with atomic_output(path) as tmp:
+            tmp.write_text(json.dumps(self.doc, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Model:
+        """Reads and checks a model file: JSON, version, schema, probabilities."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise IotwinError(f"{path}: cannot read model: {exc.strerror}") from None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise IotwinError(f"{path}: line {exc.lineno}: not valid JSON: {exc.msg}") from None
+        return cls.from_doc(doc, str(path))
+
+    @classmethod
+    def from_doc(cls, doc: Any, where: str = "model") -> Model:
+        check_model(doc, where)
+        return cls(doc)
+
+    # -- views -----------------------------------------------------------------------------
+    @property
+    def streams(self) -> list[dict[str, Any]]:
+        return self.doc["streams"]
+
+    @property
+    def transition_count(self) -> int:
+        return sum(len(s["transitions"]) for s in self.streams)
+
+    # -- generation ------------------------------------------------------------------------
+    def synth(
+        self,
+        requests: int | None = None,
+        duration_s: float | None = None,
+        intensity: float = 1.0,
+        compress: float = 1.0,
+        seed: int = 0,
+        baseline: str | None = None,
+    ) -> Trace:
+        """A synthetic trace: `requests` in all (each stream its exact share) or `duration_s`
+        of activity; `intensity` multiplies the rate, `compress` shortens the fluctuation
+        phases; `baseline="uniform"` gives the IOMeter-like trace without locality."""
+        if requests is None and duration_s is None:
+            requests = int(self.doc["requests"])
+        _check_positive(intensity=intensity, compress=compress)
+        if requests is not None and requests < 0:
+            raise IotwinError("--requests must be >= 0")
+        if baseline not in (None, "uniform"):
+            raise IotwinError(f"unknown baseline '{baseline}' (known: uniform)")
+        duration_ns = None if duration_s is None else int(duration_s * 1e9)
+        cols = _core.synth_model(
+            json.dumps(self.doc),
+            requests,
+            duration_ns,
+            float(intensity),
+            float(compress),
+            int(seed) & (2**64 - 1),
+            baseline == "uniform",
+        )
+        df = frame_from_columns(cols)
+        names = {s["id"]: s.get("name", f"stream {s['id']}") for s in self.streams}
+        source = self.doc.get("source", {})
+        meta = TraceMeta(
+            source=f"iotwin synth (seed {seed})",
+            format="synth" if baseline is None else f"synth-{baseline}",
+            stream_by=source.get("stream_by", "device"),
+            timed=source.get("timed", True),
+            capacity=int(self.doc["capacity"]),
+            streams={int(k): v for k, v in names.items()},
+        )
+        return Trace(df, meta)
+
+
+def _check_positive(**values: float) -> None:
+    for name, value in values.items():
+        if not (value > 0 and math.isfinite(value)):
+            raise IotwinError(f"--{name} must be a positive number, not {value}")
+
+
+def fit(
+    trace: Trace,
+    levels: int = 2,
+    fanout: int = 4,
+    flat: bool = False,
+    window_s: float | None = None,
+    iat: str = "auto",
+    reref: bool = True,
+) -> Model:
+    """Fits the hierarchical (or flat) model to a canonical trace."""
+    if iat not in IAT_FAMILIES:
+        raise IotwinError(f"--iat '{iat}': expected one of {', '.join(IAT_FAMILIES)}")
+    if levels < 1 or fanout < 2 or fanout**levels > 2**40:
+        raise IotwinError("--levels must be >= 1 and --fanout >= 2 with fanout^levels <= 2^40")
+    if trace.df.height == 0:
+        raise IotwinError("cannot fit a model to an empty trace")
+    started = time.perf_counter()
+    df = trace.df
+    span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
+    window_ns = int(window_s * 1e9) if window_s else default_window_ns(span_ns)
+    doc_text = _core.fit_model(
+        column(trace, "ts_ns", np.int64),
+        column(trace, "stream", np.uint32),
+        column(trace, "op", np.uint8),
+        column(trace, "offset", np.uint64),
+        column(trace, "size", np.uint32),
+        levels,
+        fanout,
+        max(1, trace.capacity),
+        flat,
+        max(1, window_ns),
+        reref,
+        iat,
+        span_ns,
+    )
+    doc = json.loads(doc_text)
+    for s in doc["streams"]:
+        s["name"] = trace.meta.stream_name(s["id"])
+    doc["source"] = {
+        "path": trace.meta.source,
+        "format": trace.meta.format,
+        "stream_by": trace.meta.stream_by,
+        "timed": trace.meta.timed,
+        "capacity_known": trace.meta.capacity is not None,
+    }
+    doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}
+    return Model.from_doc(doc, "fitted model")
+
+
+# -- checking ------------------------------------------------------------------------------
+_SCHEMA: dict[str, Any] | None = None
+
+
+def schema() -> dict[str, Any]:
+    """The published JSON Schema of model documents."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        text = resources.files("iotwin").joinpath("schema/model.schema.json").read_text()
+        _SCHEMA = json.loads(text)
+    return _SCHEMA
+
+
+def check_model(doc: Any, where: str) -> None:
+    """Raises IotwinError naming what is wrong: version, schema, or probabilities."""
+    import jsonschema
+
+    if not isinstance(doc, dict) or doc.get("format") != "iotwin-model":
+        raise IotwinError(f'{where}: not an iotwin model (no "format": "iotwin-model")')
+    if doc.get("version") != MODEL_VERSION:
+        raise IotwinError(
+            f"{where}: model version {doc.get('version')!r} is not supported "
+            f"(this iotwin reads version {MODEL_VERSION})"
+        )
+    validator = jsonschema.Draft202012Validator(schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is not None:
+        at = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise IotwinError(f"{where}: at {at}: {error.message}")
+    _check_probabilities(doc, where)
+
+
+def _check_probabilities(doc: dict[str, Any], where: str) -> None:
+    weights = sum(s["weight"] for s in doc["streams"])
+    if doc["streams"] and abs(weights - 1.0) > 1e-6:
+        raise IotwinError(f"{where}: stream weights sum to {weights:.6f}, not 1")
+    for si, s in enumerate(doc["streams"]):
+        for ti, t in enumerate(s["transitions"]):
+            total = sum(c["p"] for c in t["categories"])
+            if abs(total - 1.0) > 1e-6:
+                raise IotwinError(
+                    f"{where}: at streams/{si}/transitions/{ti}: category probabilities "
+                    f"sum to {total:.6f}, not 1"
+                )
+
+
+def transition_counts(levels: int, fanout: int) -> tuple[int, int]:
+    """Possible transitions of the hierarchical and the flat model (seed 000, Table I)."""
+    b = fanout
+    hierarchical = b ** (levels - 1) * b * b + sum(
+        b ** (i - 1) * (b * b - b) for i in range(1, levels)
+    )
+    return hierarchical, b ** (2 * levels)
+
+
+def to_frame(trace: Trace) -> pl.DataFrame:
+    return trace.df
