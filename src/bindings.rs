@@ -467,7 +467,7 @@ fn synth_model<'py>(
     columns_to_py(py, &cols)
 }
 
-/// LRU miss ratios at each cache size (blocks); see `stats::mrc`.
+/// (accesses, distinct blocks, LRU miss ratio at each cache size in blocks); see `stats::mrc`.
 #[pyfunction]
 fn lru_miss_ratios<'py>(
     py: Python<'py>,
@@ -476,7 +476,7 @@ fn lru_miss_ratios<'py>(
     size: &Bound<'py, PyAny>,
     block: u64,
     cache_blocks: Vec<u64>,
-) -> PyResult<(u64, Vec<f64>)> {
+) -> PyResult<(u64, u64, Vec<f64>)> {
     let bufs = (
         PyBuffer::<u64>::get(space)?,
         PyBuffer::<u64>::get(offset)?,

@@ -6,6 +6,7 @@ use super::dist::{choose, Iat};
 use super::hist::bucket_range;
 use super::stats::{
     Category, Fitter, StreamStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_SEQUENTIAL,
+    KIND_SEQ_REREF,
 };
 use serde_json::{json, Map, Value};
 
@@ -15,6 +16,7 @@ pub fn kind_name(kind: u8) -> &'static str {
     match kind {
         KIND_SEQUENTIAL => "sequential",
         KIND_REREF => "reref",
+        KIND_SEQ_REREF => "sequential-reref",
         _ => "random",
     }
 }
@@ -23,6 +25,7 @@ pub fn kind_code(name: &str) -> u8 {
     match name {
         "sequential" => KIND_SEQUENTIAL,
         "reref" => KIND_REREF,
+        "sequential-reref" => KIND_SEQ_REREF,
         _ => KIND_RANDOM,
     }
 }

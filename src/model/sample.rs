@@ -10,7 +10,7 @@
 
 use super::dist::Iat;
 use super::finalize::kind_code;
-use super::stats::{Category, Fenwick, KIND_REREF, KIND_SEQUENTIAL};
+use super::stats::{Category, Fenwick, KIND_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF};
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
 use rand::{RngExt, SeedableRng};
@@ -20,7 +20,7 @@ use serde_json::Value;
 
 const REREF_BLOCK: u64 = 4096;
 /// How many stack entries a re-reference may look past its drawn distance for its leaf.
-const REREF_SEARCH: u64 = 256;
+const REREF_SEARCH: u64 = 1024;
 
 /// One generated request before times are placed: (op, offset, size).
 type Request = (u8, u64, u32);
@@ -498,7 +498,15 @@ impl Sampler {
                 return end;
             }
         }
-        if cat.kind == KIND_REREF {
+        if cat.kind == KIND_SEQ_REREF {
+            // a re-scan continues like any sequential request (sequentiality first); only
+            // where it cannot does it re-reference old data elsewhere in its leaf
+            let fits = |e: &u64| e + cat.size as u64 <= cap && self.tree.leaf_of(*e) == target;
+            if let Some(end) = prev_end.filter(fits) {
+                return end;
+            }
+        }
+        if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             if let Some(off) = reref.and_then(|r| r.pick(s, &self.tree, target, rng)) {
                 return off;
             }
@@ -556,13 +564,20 @@ impl Reref {
             }
             u -= c;
         }
-        let mut d = dist;
-        while d < self.marks && d < dist + REREF_SEARCH {
-            let offset = self.offsets[self.fen.find_kth(self.marks - d)];
-            if tree.leaf_of(offset) == target {
-                return Some(offset);
+        // nearest distances first, alternating older and younger
+        for step in 0..REREF_SEARCH {
+            for d in [dist.checked_add(step), dist.checked_sub(step + 1)]
+                .into_iter()
+                .flatten()
+            {
+                if d >= self.marks {
+                    continue;
+                }
+                let offset = self.offsets[self.fen.find_kth(self.marks - d)];
+                if tree.leaf_of(offset) == target {
+                    return Some(offset);
+                }
             }
-            d += 1;
         }
         None
     }

@@ -14,6 +14,9 @@ pub const KIND_SEQUENTIAL: u8 = 1;
 /// extension; `reuse` holds its LRU stack distance in distinct blocks).
 pub const KIND_REREF: u8 = 2;
 
+/// A sequential request over a block the stream touched before (a re-scan).
+pub const KIND_SEQ_REREF: u8 = 3;
+
 /// Marks a flat-model transition (`prefix` = from-leaf, `to` = to-leaf).
 pub const FLAT_DEPTH: u32 = u32::MAX;
 
@@ -151,13 +154,15 @@ impl Fitter {
             *s.windows.entry(ts[i] / cfg.window_ns.max(1)).or_insert(0) += 1;
             s.alignment_bits = s.alignment_bits.min(offset[i].trailing_zeros());
             let reused = reuse.map(|r| r[i]).filter(|&d| d != u32::MAX);
-            let kind = match s.last {
-                Some(l) if l.end == offset[i] => KIND_SEQUENTIAL,
-                _ if cfg.reref && reused.is_some() => KIND_REREF,
-                _ => KIND_RANDOM,
+            let sequential = matches!(s.last, Some(l) if l.end == offset[i]);
+            let kind = match (sequential, cfg.reref && reused.is_some()) {
+                (true, true) => KIND_SEQ_REREF,
+                (true, false) => KIND_SEQUENTIAL,
+                (false, true) => KIND_REREF,
+                (false, false) => KIND_RANDOM,
             };
-            if kind == KIND_REREF {
-                s.reuse.add(reused.unwrap() as u64);
+            if let (true, Some(d)) = (cfg.reref, reused) {
+                s.reuse.add(d as u64);
             }
             let cat = Category {
                 op: op[i],

@@ -11,14 +11,15 @@ use rustc_hash::FxHashMap;
 
 /// Miss ratios of an LRU cache of each size in `cache_blocks` (in blocks of `block` bytes)
 /// over the accesses of the requests. `space[i]` separates address spaces (volumes, files):
-/// blocks of different spaces never share a cache entry. Returns (accesses, miss ratios).
+/// blocks of different spaces never share a cache entry. Returns (accesses, distinct blocks,
+/// miss ratios).
 pub fn miss_ratios(
     space: &[u64],
     offset: &[u64],
     size: &[u32],
     block: u64,
     cache_blocks: &[u64],
-) -> (u64, Vec<f64>) {
+) -> (u64, u64, Vec<f64>) {
     let accesses: usize = (0..offset.len())
         .map(|i| blocks_of(offset[i], size[i], block).count())
         .sum();
@@ -54,7 +55,7 @@ pub fn miss_ratios(
             }
         })
         .collect();
-    (total, ratios)
+    (total, last.len() as u64, ratios)
 }
 
 fn blocks_of(offset: u64, size: u32, block: u64) -> std::ops::RangeInclusive<u64> {
@@ -74,12 +75,12 @@ mod tests {
         let off: Vec<u64> = [0u64, 1, 2, 0, 1, 3, 0].iter().map(|x| x * b).collect();
         let size = vec![4096u32; 7];
         let space = vec![0u64; 7];
-        let (n, r) = miss_ratios(&space, &off, &size, b, &[1, 2, 3, 4]);
-        assert_eq!(n, 7);
+        let (n, distinct, r) = miss_ratios(&space, &off, &size, b, &[1, 2, 3, 4]);
+        assert_eq!((n, distinct), (7, 4));
         assert_eq!(r, vec![1.0, 1.0, 4.0 / 7.0, 4.0 / 7.0]);
         // a request over two blocks touches both; another space never hits
-        let (n, r) = miss_ratios(&[0, 0, 1], &[0, 0, 0], &[8192, 4096, 4096], b, &[2]);
-        assert_eq!(n, 4);
+        let (n, distinct, r) = miss_ratios(&[0, 0, 1], &[0, 0, 0], &[8192, 4096, 4096], b, &[2]);
+        assert_eq!((n, distinct), (4, 3));
         assert_eq!(r, vec![0.75]);
     }
 }
