@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import glob
-import os
-import pwd
 import re
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 import iotwin
+from iotwin.workloads import pgbench
+from iotwin.workloads.pgbench import postgres_bindir
 
 SQLITE_SCRIPT = """\
 import sqlite3, sys
@@ -115,59 +111,14 @@ WAL_SEGMENT = 16 << 20
 BLOCK = 8192
 
 
-def postgres_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
-    return Path(found[-1]).parent if found else None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def unprivileged() -> tuple[list[str], int, int]:
-    """PostgreSQL refuses to run as root: as root, run it as `nobody` (setpriv, no PAM)."""
-    if os.geteuid() != 0:
-        return [], os.getuid(), os.getgid()
-    user = pwd.getpwnam("nobody")
-    drop = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
-    return drop, user.pw_uid, user.pw_gid
-
-
 @pytest.mark.slow
 def test_capture_postgres_pgbench(tmp_path: Path) -> None:
-    bindir = postgres_bin()
-    if bindir is None:
+    if postgres_bindir() is None:
         pytest.skip("PostgreSQL binaries are not installed (/usr/lib/postgresql/*/bin)")
-    drop, uid, gid = unprivileged()
-    # /tmp itself, not pytest's tmp_path: an unprivileged server must reach its directory.
-    work = Path(tempfile.mkdtemp(prefix="iotwin-pg-"))
-    os.chown(work, uid, gid)
-    data, port = work / "data", free_port()
-    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "LC_ALL": "C"}
-    conn = f"-h {work} -p {port} -U iotwin postgres"
-    script = f"""set -e
-pg_ctl -D {data} -l {work}/server.log -w -o "-p {port} -k {work} -c listen_addresses=127.0.0.1" start
-pgbench -q -i -s 1 {conn}
-pgbench -T 5 -c 2 {conn}
-pg_ctl -D {data} -m fast -w stop
-"""
     out = tmp_path / "pg.parquet"
-    try:
-        subprocess.run(
-            [*drop, "initdb", "-D", str(data), "-A", "trust", "-U", "iotwin", "--no-sync"],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
-        os.environ["PATH"], saved = env["PATH"], os.environ["PATH"]
-        try:
-            result = iotwin.capture([*drop, "sh", "-c", script], out, stream_by="process")
-        finally:
-            os.environ["PATH"] = saved
-        log = (work / "server.log").read_text() if (work / "server.log").exists() else ""
-        assert result.exit_status == 0, log
+    with pgbench.cluster() as c, pgbench.on_path(c.env):
+        result = iotwin.capture(c.command(clients=2, seconds=5), out, stream_by="process")
+        assert result.exit_status == 0, c.log()
         trace = iotwin.load_trace(out)
         files = trace.meta.files
         wal = [f for f in files if re.fullmatch(r".*/pg_wal/[0-9A-F]{24}", f["path"])]
@@ -196,10 +147,3 @@ pg_ctl -D {data} -m fast -w stop
         assert result.processes >= 5 and result.threads >= result.processes
         assert len(trace.meta.streams) == result.streams >= 5
         assert all(name.startswith("pid ") for name in trace.meta.streams.values())
-    finally:
-        if (data / "postmaster.pid").exists():
-            subprocess.run(
-                [*drop, f"{bindir}/pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"],
-                capture_output=True,
-            )
-        shutil.rmtree(work, ignore_errors=True)

@@ -238,6 +238,199 @@ def report_skipped(skipped: int, examples: list[str]) -> None:
             err_console.print(f"  {line}")
 
 
+def _load(
+    trace: Path,
+    format: str | None,
+    stream_by: str | None,
+    skip_bad: bool = False,
+    opt: list[str] | None = None,
+):
+    from .ingest import load_trace
+
+    with err_console.status(f"reading {trace} ..."):
+        return load_trace(trace, format, reader_options(stream_by, skip_bad, opt))
+
+
+@app.command()
+def fit(
+    trace: Annotated[Path, typer.Argument(help="Raw trace (any format) or canonical Parquet.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Model JSON to write.")],
+    levels: Annotated[
+        str,
+        typer.Option("--levels", help="Tree levels L, or 'auto' (sweep 1..8, seed 000 Fig. 6)."),
+    ] = "2",
+    fanout: Annotated[int, typer.Option("--fanout", help="Children per state (b).")] = 4,
+    flat: Annotated[
+        bool, typer.Option("--flat", help="One flat b^L x b^L table instead of the hierarchy.")
+    ] = False,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window", help="Fluctuation window (30m default; span/10 for short traces)."
+        ),
+    ] = None,
+    iat: Annotated[
+        str,
+        typer.Option(
+            "--iat",
+            help="Inter-arrival family: auto (by KS distance), fixed, normal, exponential, poisson, gamma, hyperexp, empirical.",
+        ),
+    ] = "auto",
+    reref: Annotated[
+        bool,
+        typer.Option(
+            "--reref/--no-reref", help="Model re-references by LRU stack distance (block reuse)."
+        ),
+    ] = True,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the twins scored by --levels auto.")
+    ] = 0,
+    format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
+) -> None:
+    """Fit the hierarchical Markov model of a trace and write it as JSON."""
+    from .levels import sweep
+    from .model import fit as fit_model
+
+    t = _load(trace, format, stream_by, skip_bad, opt)
+    window_s = parse_duration(window) if window else None
+    if levels == "auto":
+        with err_console.status("sweeping levels 1..8 (fit, synthesize, validate) ..."):
+            chosen, points = sweep(
+                t, fanout=fanout, seed=seed, flat=flat, window_s=window_s, iat=iat, reref=reref
+            )
+        table = Table(title="Level sweep (seed 000, Figure 6)")
+        for col in ("levels", "fidelity score", "transitions", "metrics out of tolerance", ""):
+            table.add_column(col, justify="right")
+        for p in points:
+            table.add_row(
+                str(p.levels),
+                f"{p.score:.3f}",
+                f"{p.transitions:,}",
+                str(p.failed),
+                "chosen" if p.levels == chosen else "",
+            )
+        console.print(table)
+        model = next(p.model for p in points if p.levels == chosen)
+        model.doc["fit"]["level_sweep"] = [
+            {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
+        ]
+    else:
+        try:
+            n_levels = int(levels)
+        except ValueError:
+            raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
+        model = fit_model(
+            t, levels=n_levels, fanout=fanout, flat=flat, window_s=window_s, iat=iat, reref=reref
+        )
+    model.save(output)
+    console.print(
+        f"[green]wrote[/green] {output}: {model.doc['levels']} levels, {len(model.streams):,} streams, "
+        f"{model.transition_count:,} transitions from {model.doc['requests']:,} requests"
+    )
+
+
+@app.command()
+def show(
+    model: Annotated[Path, typer.Argument(help="Model JSON.")],
+    top: Annotated[int, typer.Option("--top", help="How many transitions to list.")] = 10,
+) -> None:
+    """Print a model the way the paper reads: levels, transitions, weights, phases."""
+    from .model import Model
+    from .show import render
+
+    render(Model.load(model), console, top)
+
+
+@app.command()
+def synth(
+    model: Annotated[Path, typer.Argument(help="Model JSON.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Synthetic trace (canonical Parquet) to write.")
+    ],
+    requests: Annotated[
+        int | None,
+        typer.Option("--requests", help="Requests in all (each stream its exact share)."),
+    ] = None,
+    duration: Annotated[
+        str | None,
+        typer.Option("--duration", help="Run length instead of a request count (e.g. 60, 10m)."),
+    ] = None,
+    intensity: Annotated[
+        float, typer.Option("--intensity", help="Rate multiplier: 2 = twice the rate.")
+    ] = 1.0,
+    compress: Annotated[
+        float, typer.Option("--compress", help="Fluctuation phases this many times shorter.")
+    ] = 1.0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Random seed: the same seed gives the same trace.")
+    ] = 0,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="'uniform': the IOMeter-like trace without locality."),
+    ] = None,
+) -> None:
+    """Generate a synthetic trace from a model."""
+    from .model import Model
+    from .trace import write_trace
+
+    m = Model.load(model)
+    if requests is not None and duration is not None:
+        raise IotwinError("give --requests or --duration, not both")
+    duration_s = parse_duration(duration) if duration else None
+    with err_console.status("synthesizing ..."):
+        t = m.synth(
+            requests=requests,
+            duration_s=duration_s,
+            intensity=intensity,
+            compress=compress,
+            seed=seed,
+            baseline=baseline,
+        )
+        write_trace(t, output)
+    span = (t.df["ts_ns"][-1] / 1e9) if t.df.height else 0.0
+    console.print(f"[green]wrote[/green] {output}: {t.df.height:,} requests over {span:,.3f} s")
+
+
+@app.command()
+def validate(
+    original: Annotated[Path, typer.Argument(help="The original trace (any format or Parquet).")],
+    synthetic: Annotated[Path, typer.Argument(help="The synthetic trace to compare.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tolerance",
+            help="T scales every tolerance; NAME=VALUE sets one family (e.g. miss_ratio=0.05).",
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Exit with status 1 when any metric is out of tolerance."),
+    ] = False,
+    format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+) -> None:
+    """Compare a synthetic trace with its original (seed 000 Table IV, extended)."""
+    import json
+
+    from .validate import parse_tolerances, render
+    from .validate import validate as run_validate
+
+    a = _load(original, format, stream_by)
+    b = _load(synthetic, None, None)
+    with err_console.status("comparing ..."):
+        report = run_validate(a, b, parse_tolerances(tolerance))
+    if json_out:
+        print(json.dumps(report, indent=1))
+    else:
+        render(report, console)
+    if check and not report["passed"]:
+        raise typer.Exit(code=1)
+
+
 def main() -> None:
     """Entry point: user errors become one clear line and exit status 2."""
     try:

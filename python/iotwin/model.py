@@ -21,6 +21,7 @@ import polars as pl
 from . import _core
 from .errors import IotwinError
 from .formats.base import frame_from_columns
+from .layout import on_virtual_device
 from .source import atomic_output
 from .trace import Trace, TraceMeta
 
@@ -158,6 +159,7 @@ def fit(
     if trace.df.height == 0:
         raise IotwinError("cannot fit a model to an empty trace")
     started = time.perf_counter()
+    trace, layout = on_virtual_device(trace)
     df = trace.df
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
     window_ns = int(window_s * 1e9) if window_s else default_window_ns(span_ns)
@@ -186,6 +188,8 @@ def fit(
         "timed": trace.meta.timed,
         "capacity_known": trace.meta.capacity is not None,
     }
+    if layout is not None:
+        doc["files"] = layout
     doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}
     return Model.from_doc(doc, "fitted model")
 

@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import _core
 from .characterize import characterize
 from .errors import IotwinError
+from .layout import on_virtual_device
 from .trace import Trace
 
 CACHE_FRACTIONS = (0.01, 0.02, 0.05, 0.10, 0.20, 0.50)
@@ -98,6 +100,9 @@ def validate(
         raise IotwinError(f"unknown tolerance name(s): {', '.join(sorted(unknown))}")
     if original.df.height == 0 or synthetic.df.height == 0:
         raise IotwinError("cannot validate an empty trace")
+    # file-level traces compare on the virtual device their model uses
+    original, _ = on_virtual_device(original)
+    synthetic, _ = on_virtual_device(synthetic)
     metrics = trace_metrics(original, synthetic, tol)
     streams: dict[str, Any] = {}
     if per_stream:
@@ -310,7 +315,7 @@ def dispersion(t: Trace, seconds: float) -> float | None:
     return float(counts.var() / counts.mean())
 
 
-def window_correlation(a: Trace, b: Trace, windows: int = 20) -> float | None:
+def window_correlation(a: Trace, b: Trace, windows: int = 10) -> float | None:
     """Pearson correlation of per-window rates, each trace cut into the same number of
     windows over its own span (so a time-compressed twin compares by shape)."""
 
@@ -405,7 +410,7 @@ def render(report: dict[str, Any], console: Console, max_weights: int = 10) -> N
             "n/a" if dev is None else (f"{dev:.2%}" if m["kind"] == "relative" else f"{dev:.4g}")
         )
         tol_s = f"{m['tolerance']:.2%}" if m["kind"] == "relative" else f"{m['tolerance']:.4g}"
-        table.add_row(name, _fmt(m["original"]), _fmt(m["synthetic"]), dev_s, tol_s, mark)
+        table.add_row(escape(name), _fmt(m["original"]), _fmt(m["synthetic"]), dev_s, tol_s, mark)
     console.print(table)
     if len(weight_rows) > len(worst):
         console.print(f"({len(weight_rows) - len(worst)} more stream weights pass; see --json)")
@@ -419,7 +424,7 @@ def render(report: dict[str, Any], console: Console, max_weights: int = 10) -> N
                 + ("" if ms[k]["pass"] is not False else " [red]FAIL[/red]")
                 for k in ("read_fraction", "sequential_fraction", "mean_size_bytes")
             ]
-            st.add_row(name, *cells)
+            st.add_row(escape(name), *cells)
         console.print(st)
     verdict = (
         "[green]all metrics within tolerance[/green]"

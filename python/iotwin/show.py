@@ -1,0 +1,169 @@
+"""`iotwin show`: a model as a person reads it (seed 000 Table I and Figure 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .formats.base import OP_NAMES
+from .model import Model, transition_counts
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def human_time(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3g} us"
+    return f"{ns:.0f} ns"
+
+
+def iat_mean(iat: dict[str, Any]) -> float:
+    d = iat["dist"]
+    if d == "fixed":
+        return iat["value_ns"]
+    if d == "gamma":
+        return iat["shape"] * iat["scale_ns"]
+    if d == "hyperexp":
+        return iat["p"] * iat["mean1_ns"] + (1 - iat["p"]) * iat["mean2_ns"]
+    if d == "empirical":
+        n = sum(b[2] for b in iat["buckets"]) or 1
+        return sum((b[0] + b[1] - 1) / 2 * b[2] for b in iat["buckets"]) / n
+    return iat["mean_ns"]
+
+
+def state_of(model: Model, t: dict[str, Any], end: str) -> str:
+    """A transition end as a state name: the node's child as "depth.index" (1-based)."""
+    if model.doc["flat"]:
+        return f"leaf {t[end + '_leaf'] + 1}"
+    b = model.doc["fanout"]
+    child = t["node"] * b + t[end]
+    return f"{t['depth'] + 1}.{child + 1}"
+
+
+def describe(model: Model, t: dict[str, Any], total: int) -> list[str]:
+    """Figure 1's reading: "state 1 -> state 2: 11.8%, 4 KiB read, random, iat 3.15 ms, exponential"."""
+    share = t["count"] / max(1, total)
+    c = t["categories"][0]
+    return [
+        f"{state_of(model, t, 'from')} -> {state_of(model, t, 'to')}",
+        f"{share:.1%}",
+        f"{human_size(c['size'])} {OP_NAMES.get(c['op'], c['op'])}, {c['kind']} ({c['p']:.0%})",
+        f"{human_time(iat_mean(c['iat']))}, {c['iat']['dist']}",
+        str(len(t["categories"])),
+    ]
+
+
+def render(model: Model, console: Console, top: int = 10) -> None:
+    doc = model.doc
+    levels, b = doc["levels"], doc["fanout"]
+    src = doc.get("source", {})
+    console.print(
+        f"[bold]iotwin model[/bold] v{doc['version']}: {doc['requests']:,} requests from "
+        f"{src.get('path', '?')} ({src.get('format', '?')}), {len(doc['streams'])} streams by "
+        f"{src.get('stream_by', '?')}; {'flat' if doc['flat'] else 'hierarchical'}, "
+        f"{levels} levels, fanout {b}, capacity {human_size(doc['capacity'])}, "
+        f"re-references {'on' if doc.get('reref') else 'off'}"
+    )
+    console.print(_levels_table(model))
+    console.print(_streams_table(model))
+    console.print(_phases(model))
+    console.print(_transitions_table(model, top))
+
+
+def _levels_table(model: Model) -> Table:
+    doc = model.doc
+    b = doc["fanout"]
+    t = Table(title="States and transitions per level (seed 000, Table I)")
+    for col in (
+        "level",
+        "states",
+        "possible (hierarchical)",
+        "possible (flat)",
+        "used by this model",
+    ):
+        t.add_column(col, justify="right")
+    used: dict[int, set] = {}
+    for s in model.streams:
+        for tr in s["transitions"]:
+            key = tr.get("depth", doc["levels"] - 1)
+            used.setdefault(key, set()).add(
+                (
+                    tr.get("node"),
+                    tr.get("from", tr.get("from_leaf")),
+                    tr.get("to", tr.get("to_leaf")),
+                )
+            )
+    for level in range(1, doc["levels"] + 1):
+        hier, flat = transition_counts(level, b)
+        n_used = sum(len(used.get(d, ())) for d in range(level))
+        t.add_row(
+            str(level),
+            f"{b**level:,}",
+            f"{hier:,}",
+            f"{flat:,}",
+            f"{n_used:,}" if level == doc["levels"] else "",
+        )
+    return t
+
+
+def _streams_table(model: Model, limit: int = 15) -> Table:
+    t = Table(title="Streams (thread weights and types)")
+    for col in ("stream", "weight", "requests", "type", "transitions"):
+        t.add_column(col, justify="left" if col in ("stream", "type") else "right")
+    ranked = sorted(model.streams, key=lambda s: -s["weight"])
+    for s in ranked[:limit]:
+        t.add_row(
+            s.get("name", str(s["id"])),
+            f"{s['weight']:.4f}",
+            f"{s['requests']:,}",
+            s.get("type", "-"),
+            f"{len(s['transitions']):,}",
+        )
+    if len(ranked) > limit:
+        t.caption = f"{len(ranked) - limit} more streams"
+    return t
+
+
+def _phases(model: Model) -> str:
+    """Fluctuation phases: each window's intensity relative to the mean."""
+    counts = [0] * max((len(s["windows"]) for s in model.streams), default=0)
+    for s in model.streams:
+        for i, c in enumerate(s["windows"]):
+            counts[i] += c
+    if not counts:
+        return "no fluctuation windows"
+    mean = sum(counts) / len(counts) or 1
+    bars = "▁▂▃▄▅▆▇█"
+    peak = max(counts) or 1
+    spark = "".join(bars[min(7, int(c / peak * 7.999))] for c in counts)
+    mult = ", ".join(f"{c / mean:.2f}" for c in counts[:12])
+    more = ", ..." if len(counts) > 12 else ""
+    window = human_time(model.doc["window_ns"])
+    return f"Fluctuation phases ({len(counts)} windows of {window}): {spark}\n  intensity multipliers: {mult}{more}"
+
+
+def _transitions_table(model: Model, top: int) -> Table:
+    t = Table(title=f"Top transitions (seed 000, Figure 1); {model.transition_count:,} in all")
+    for col in ("stream", "transition", "share", "main category", "inter-arrival", "categories"):
+        t.add_column(col)
+    rows = []
+    for s in model.streams:
+        total = sum(tr["count"] for tr in s["transitions"])
+        for tr in s["transitions"]:
+            rows.append((tr["count"] * s["weight"] / max(1, total), s, tr, total))
+    rows.sort(key=lambda r: -r[0])
+    for _, s, tr, total in rows[:top]:
+        t.add_row(s.get("name", str(s["id"])), *describe(model, tr, total))
+    return t

@@ -1,0 +1,151 @@
+"""A throwaway PostgreSQL cluster driven by pgbench (TPC-B-like, as in seed 001).
+
+The cluster lives in a temporary directory on a free loopback port with its unix socket in
+that directory; it is removed afterwards. PostgreSQL refuses to run as root, so as root the
+server and clients run as `nobody` (setpriv, no PAM, nothing changed on the system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import IotwinError
+
+
+def postgres_bindir() -> Path | None:
+    """The newest /usr/lib/postgresql/*/bin holding a server, if any."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"))
+    return Path(found[-1]).parent if found else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unprivileged() -> tuple[list[str], int, int]:
+    """The command prefix that drops root to `nobody` (empty when not root), uid and gid."""
+    if os.geteuid() != 0:
+        return [], os.getuid(), os.getgid()
+    user = pwd.getpwnam("nobody")
+    drop = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
+    return drop, user.pw_uid, user.pw_gid
+
+
+@dataclass
+class Cluster:
+    """An initialised, stopped cluster; `script` builds a shell script that runs in it."""
+
+    work: Path
+    data: Path
+    port: int
+    bindir: Path
+    drop: list[str]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PATH": f"{self.bindir}:{os.environ['PATH']}", "LC_ALL": "C"}
+
+    @property
+    def conn(self) -> str:
+        return f"-h {self.work} -p {self.port} -U iotwin postgres"
+
+    def script(self, clients: int, seconds: int, scale: int = 1, init: bool = True) -> str:
+        """Start the server, (initialise pgbench's tables,) run pgbench, stop the server."""
+        opts = f"-p {self.port} -k {self.work} -c listen_addresses=127.0.0.1"
+        lines = [
+            "set -e",
+            f'pg_ctl -D {self.data} -l {self.work}/server.log -w -o "{opts}" start',
+        ]
+        if init:
+            lines.append(f"pgbench -q -i -s {scale} {self.conn}")
+        lines += [
+            f"pgbench -T {seconds} -c {clients} -j {min(clients, 4)} {self.conn}",
+            f"pg_ctl -D {self.data} -m fast -w stop",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def command(self, clients: int, seconds: int, scale: int = 1, init: bool = True) -> list[str]:
+        return [*self.drop, "sh", "-c", self.script(clients, seconds, scale, init)]
+
+    def log(self) -> str:
+        path = self.work / "server.log"
+        return path.read_text() if path.exists() else ""
+
+
+@contextlib.contextmanager
+def cluster() -> Iterator[Cluster]:
+    """A fresh cluster in a temporary directory, stopped and removed on exit."""
+    bindir = postgres_bindir()
+    if bindir is None:
+        raise IotwinError("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres)")
+    drop, uid, gid = unprivileged()
+    # /tmp itself: an unprivileged server must be able to reach its directory
+    work = Path(tempfile.mkdtemp(prefix="iotwin-pg-"))
+    os.chown(work, uid, gid)
+    c = Cluster(work=work, data=work / "data", port=free_port(), bindir=bindir, drop=drop)
+    try:
+        subprocess.run(
+            [
+                *drop,
+                str(bindir / "initdb"),
+                "-D",
+                str(c.data),
+                "-A",
+                "trust",
+                "-U",
+                "iotwin",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+            env=c.env,
+        )
+        yield c
+    finally:
+        if (c.data / "postmaster.pid").exists():
+            subprocess.run(
+                [*drop, str(bindir / "pg_ctl"), "-D", str(c.data), "-m", "immediate", "-w", "stop"],
+                capture_output=True,
+                env=c.env,
+            )
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def on_path(env: dict[str, str]) -> Iterator[None]:
+    """Puts PostgreSQL's bin directory first on PATH while capturing (strace runs `sh`)."""
+    saved = os.environ["PATH"]
+    os.environ["PATH"] = env["PATH"]
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+
+
+def capture_pgbench(
+    output: str | Path,
+    clients: int = 2,
+    seconds: int = 5,
+    scale: int = 1,
+    stream_by: str = "process",
+):  # -> CaptureResult (imported lazily: capture imports this package's parent)
+    """Captures a whole pgbench run (server and clients) under strace into `output`."""
+    from ..capture import capture
+
+    with cluster() as c, on_path(c.env):
+        result = capture(c.command(clients, seconds, scale), output, stream_by=stream_by)
+        if result.exit_status != 0:
+            raise IotwinError(f"pgbench run failed ({result.exit_status}):\n{c.log()[-2000:]}")
+        return result
