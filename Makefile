@@ -39,17 +39,28 @@ build: setup
 lint: setup
 	cargo fmt --check
 	cargo clippy --release -q -- -D warnings
-	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff check python tests bench samples
+	$(VENV)/bin/ruff format --check python tests bench samples
 
 # pytest's exit code 5 (no tests collected) is a failure too.
 test: sysdeps setup lint
 	IOTWIN_SHARED=$(SHARED) $(PY) -m pytest -q -ra; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
+SAMPLE := samples/pgbench.parquet
+OUT    := out
+
+# The whole pipeline on the embedded sample (a real pgbench run captured by iotwin).
 demo: setup
-	@mkdir -p out
-	$(VENV)/bin/iotwin ingest $(SHARED)/traces/msr_hm0_excerpt.csv -o out/sample.parquet
-	$(VENV)/bin/iotwin characterize out/sample.parquet
+	@mkdir -p $(OUT)
+	$(VENV)/bin/iotwin characterize $(SAMPLE)
+	$(VENV)/bin/iotwin characterize $(SAMPLE) --json > $(OUT)/characterize.json
+	$(VENV)/bin/iotwin fit $(SAMPLE) --levels auto -o $(OUT)/model.json
+	$(VENV)/bin/iotwin show $(OUT)/model.json
+	$(VENV)/bin/iotwin synth $(OUT)/model.json -o $(OUT)/twin.parquet --seed 1
+	$(VENV)/bin/iotwin validate $(SAMPLE) $(OUT)/twin.parquet
+	$(VENV)/bin/iotwin validate $(SAMPLE) $(OUT)/twin.parquet --json > $(OUT)/validation.json
+	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json"
 
 clean:
 	rm -rf target $(VENV) out
