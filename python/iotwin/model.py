@@ -196,10 +196,11 @@ def fit(
 
 # -- checking ------------------------------------------------------------------------------
 _SCHEMA: dict[str, Any] | None = None
+_VALIDATOR: Any = None
 
 
 def schema() -> dict[str, Any]:
-    """The published JSON Schema of model documents."""
+    """The published JSON Schema of model documents (draft-07)."""
     global _SCHEMA
     if _SCHEMA is None:
         text = resources.files("iotwin").joinpath("schema/model.schema.json").read_text()
@@ -207,9 +208,19 @@ def schema() -> dict[str, Any]:
     return _SCHEMA
 
 
+def _validator() -> Any:
+    """The schema compiled once (fastjsonschema: some 15x faster than interpreting it)."""
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        import fastjsonschema
+
+        _VALIDATOR = fastjsonschema.compile(schema())
+    return _VALIDATOR
+
+
 def check_model(doc: Any, where: str) -> None:
     """Raises IotwinError naming what is wrong: version, schema, or probabilities."""
-    import jsonschema
+    import fastjsonschema
 
     if not isinstance(doc, dict) or doc.get("format") != "iotwin-model":
         raise IotwinError(f'{where}: not an iotwin model (no "format": "iotwin-model")')
@@ -218,11 +229,11 @@ def check_model(doc: Any, where: str) -> None:
             f"{where}: model version {doc.get('version')!r} is not supported "
             f"(this iotwin reads version {MODEL_VERSION})"
         )
-    validator = jsonschema.Draft202012Validator(schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
-    if error is not None:
-        at = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise IotwinError(f"{where}: at {at}: {error.message}")
+    try:
+        _validator()(doc)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        at = "/".join(str(p) for p in exc.path[1:]) or "(top level)"
+        raise IotwinError(f"{where}: at {at}: {exc.message.removeprefix(exc.name + ' ')}") from None
     _check_probabilities(doc, where)
 
 
