@@ -21,6 +21,8 @@ use serde_json::Value;
 const REREF_BLOCK: u64 = 4096;
 /// How many stack entries a re-reference may look past its drawn distance for its leaf.
 const REREF_SEARCH: u64 = 1024;
+/// How often a cold request re-draws an offset that landed on an old block.
+const COLD_RETRIES: u32 = 16;
 
 /// One generated request before times are placed: (op, offset, size).
 type Request = (u8, u64, u32);
@@ -338,17 +340,17 @@ impl Sampler {
                 (_, Some((leaf, _)), _) => self.step(s, &mut budget, leaf, rng),
                 _ => self.teleport(s, &mut budget, rng),
             };
-            let offset = if uniform {
-                self.uniform_offset(s, cat.size, rng)
+            let (offset, size) = if uniform {
+                (self.uniform_offset(s, cat.size, rng), cat.size)
             } else {
                 let prev_end = cur.map(|c| c.1);
                 self.place(s, &cat, target, prev_end, reref.as_mut(), rng)
             };
             if let Some(r) = reref.as_mut() {
-                r.touch(i as usize, offset);
+                r.touch(i as usize, offset, size);
             }
-            cur = Some((self.tree.leaf_of(offset), offset + cat.size as u64));
-            reqs.push((cat.op, offset, cat.size));
+            cur = Some((self.tree.leaf_of(offset), offset + size as u64));
+            reqs.push((cat.op, offset, size));
             gaps.push(gap);
         }
         (reqs, gaps)
@@ -489,13 +491,14 @@ impl Sampler {
         prev_end: Option<u64>,
         reref: Option<&mut Reref>,
         rng: &mut Pcg64Mcg,
-    ) -> u64 {
+    ) -> (u64, u32) {
         let cap = self.tree.capacity;
+        let own = cat.size;
         if cat.kind == KIND_SEQUENTIAL {
             // a continuation stays where its transition leads, as it did in the trace
             let fits = |e: &u64| e + cat.size as u64 <= cap && self.tree.leaf_of(*e) == target;
             if let Some(end) = prev_end.filter(fits) {
-                return end;
+                return (end, own);
             }
         }
         if cat.kind == KIND_SEQ_REREF {
@@ -503,16 +506,31 @@ impl Sampler {
             // where it cannot does it re-reference old data elsewhere in its leaf
             let fits = |e: &u64| e + cat.size as u64 <= cap && self.tree.leaf_of(*e) == target;
             if let Some(end) = prev_end.filter(fits) {
-                return end;
+                return (end, own);
             }
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
-            if let Some(off) = reref.and_then(|r| r.pick(s, &self.tree, target, rng)) {
-                return off;
+            // where an old request was (its size stays the category's: exact size shares)
+            if let Some((off, _)) = reref
+                .as_ref()
+                .and_then(|r| r.pick(s, &self.tree, target, rng))
+            {
+                return (off, own);
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
-        random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng)
+        let mut off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
+        // a cold request touches a block the stream has not touched: re-draw a few times
+        // where the leaf is small enough for a random offset to land on old data
+        if let Some(r) = reref.as_ref() {
+            for _ in 0..COLD_RETRIES {
+                if !r.seen(off) {
+                    break;
+                }
+                off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
+            }
+        }
+        (off, own)
     }
 
     fn uniform_offset(&self, s: &StreamModel, size: u32, rng: &mut Pcg64Mcg) -> u64 {
@@ -522,6 +540,18 @@ impl Sampler {
     pub fn total_requests(&self) -> u64 {
         self.total_requests
     }
+}
+
+/// A stack distance from the stream's re-reference histogram.
+fn draw_distance(s: &StreamModel, rng: &mut Pcg64Mcg) -> u64 {
+    let mut u = rng.random_range(0..s.reuse_total);
+    for &(lo, hi, c) in &s.reuse {
+        if u < c {
+            return rng.random_range(lo..hi.max(lo + 1));
+        }
+        u -= c;
+    }
+    0
 }
 
 /// A uniformly random aligned offset in [lo, hi) leaving room for `size` where possible.
@@ -538,6 +568,7 @@ struct Reref {
     fen: Fenwick,
     last: FxHashMap<u64, usize>,
     offsets: Vec<u64>,
+    sizes: Vec<u32>,
     marks: u64,
 }
 
@@ -547,24 +578,27 @@ impl Reref {
             fen: Fenwick::new(n.max(1)),
             last: FxHashMap::default(),
             offsets: Vec::with_capacity(n),
+            sizes: Vec::with_capacity(n),
             marks: 0,
         }
     }
 
-    /// The offset last used for a block at a stack distance drawn from the model, in the
-    /// transition's target leaf: from the drawn distance, the stack is searched towards
-    /// older blocks (at most REREF_SEARCH of them) so the walk's locality is kept.
-    fn pick(&self, s: &StreamModel, tree: &Tree, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
-        let mut u = rng.random_range(0..s.reuse_total);
-        let mut dist = 0;
-        for &(lo, hi, c) in &s.reuse {
-            if u < c {
-                dist = rng.random_range(lo..hi.max(lo + 1));
-                break;
-            }
-            u -= c;
+    /// A request to re-issue, (offset, size), for a block at a stack distance drawn from
+    /// the model, in the transition's target leaf: the stack is searched outwards from the
+    /// drawn distance, nearest first, so the walk's locality is kept.
+    fn pick(
+        &self,
+        s: &StreamModel,
+        tree: &Tree,
+        target: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<(u64, u32)> {
+        // a distance deeper than the history so far finds nothing: the request stays cold,
+        // which measured closer to real block reuse than drawing again (cloudPhysics MRC)
+        let dist = draw_distance(s, rng);
+        if dist >= self.marks {
+            return None;
         }
-        // nearest distances first, alternating older and younger
         for step in 0..REREF_SEARCH {
             for d in [dist.checked_add(step), dist.checked_sub(step + 1)]
                 .into_iter()
@@ -573,17 +607,23 @@ impl Reref {
                 if d >= self.marks {
                     continue;
                 }
-                let offset = self.offsets[self.fen.find_kth(self.marks - d)];
-                if tree.leaf_of(offset) == target {
-                    return Some(offset);
+                let pos = self.fen.find_kth(self.marks - d);
+                if tree.leaf_of(self.offsets[pos]) == target {
+                    return Some((self.offsets[pos], self.sizes[pos]));
                 }
             }
         }
         None
     }
 
-    fn touch(&mut self, pos: usize, offset: u64) {
+    /// Whether the block holding `offset` was touched before.
+    fn seen(&self, offset: u64) -> bool {
+        self.last.contains_key(&(offset / REREF_BLOCK))
+    }
+
+    fn touch(&mut self, pos: usize, offset: u64, size: u32) {
         self.offsets.push(offset);
+        self.sizes.push(size);
         let block = offset / REREF_BLOCK;
         match self.last.insert(block, pos) {
             Some(prev) => self.fen.add(prev, -1),
