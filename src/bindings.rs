@@ -383,7 +383,7 @@ fn characterize_columns<'py>(
 /// Fits the model to canonical columns (time-ordered) and returns the model document as JSON
 /// text; see `model::stats` and `model::finalize`. The GIL is released while fitting.
 #[pyfunction]
-#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns))]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns, group=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_model<'py>(
     py: Python<'py>,
@@ -400,6 +400,7 @@ fn fit_model<'py>(
     reref: bool,
     iat_family: &str,
     span_ns: i64,
+    group: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<String> {
     use crate::model::{finalize::finalize, stats, tree::Tree};
     let bufs = (
@@ -428,10 +429,12 @@ fn fit_model<'py>(
         reref,
     };
     let family = iat_family.to_string();
+    let group_buf = group.map(PyBuffer::<u32>::get).transpose()?;
+    let groups = group_buf.as_ref().map(buffer_slice).transpose()?;
     let doc = py.detach(|| {
         let reuse = reref.then(|| stats::stack_distances(st, off, 4096));
         let mut fitter = stats::Fitter::new(config);
-        fitter.update(ts, st, o, off, sz, reuse.as_deref());
+        fitter.update(ts, st, o, off, sz, reuse.as_deref(), groups);
         finalize(&fitter, &family, span_ns).to_string()
     });
     Ok(doc)

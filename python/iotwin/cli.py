@@ -326,6 +326,11 @@ def fit(
             t, levels=n_levels, fanout=fanout, flat=flat, window_s=window_s, iat=iat, reref=reref
         )
     model.save(output)
+    if types:
+        for ty in model.doc["types"]:
+            console.print(
+                f"  type {ty['type']}: {ty['count']:,} streams, weight {ty['weight']:.4f}"
+            )
     console.print(
         f"[green]wrote[/green] {output}: {model.doc['levels']} levels, {len(model.streams):,} streams, "
         f"{model.transition_count:,} transitions from {model.doc['requests']:,} requests"
@@ -431,8 +436,15 @@ def validate(
         raise typer.Exit(code=1)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+
 def main() -> None:
     """Entry point: user errors become one clear line and exit status 2."""
+    import warnings
+
+    warnings.showwarning = _show_warning
     try:
         app()
     except IotwinError as exc:

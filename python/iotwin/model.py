@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -113,8 +114,9 @@ class Model:
         if baseline not in (None, "uniform"):
             raise IotwinError(f"unknown baseline '{baseline}' (known: uniform)")
         duration_ns = None if duration_s is None else int(duration_s * 1e9)
+        doc = expand_types(self.doc)
         cols = _core.synth_model(
-            json.dumps(self.doc),
+            json.dumps(doc),
             requests,
             duration_ns,
             float(intensity),
@@ -123,7 +125,7 @@ class Model:
             baseline == "uniform",
         )
         df = frame_from_columns(cols)
-        names = {s["id"]: s.get("name", f"stream {s['id']}") for s in self.streams}
+        names = {s["id"]: s.get("name", f"stream {s['id']}") for s in doc["streams"]}
         source = self.doc.get("source", {})
         meta = TraceMeta(
             source=f"iotwin synth (seed {seed})",
@@ -142,6 +144,10 @@ def _check_positive(**values: float) -> None:
             raise IotwinError(f"--{name} must be a positive number, not {value}")
 
 
+class ShortTraceWarning(UserWarning):
+    """The trace has fewer requests than the model has states: it is fitted as it is."""
+
+
 def fit(
     trace: Trace,
     levels: int = 2,
@@ -150,8 +156,10 @@ def fit(
     window_s: float | None = None,
     iat: str = "auto",
     reref: bool = True,
+    types: bool = False,
 ) -> Model:
-    """Fits the hierarchical (or flat) model to a canonical trace."""
+    """Fits the hierarchical (or flat) model to a canonical trace. With `types`, streams are
+    classified (seed 000 Table II) and one sub-model per type is fitted, with its count."""
     if iat not in IAT_FAMILIES:
         raise IotwinError(f"--iat '{iat}': expected one of {', '.join(IAT_FAMILIES)}")
     if levels < 1 or fanout < 2 or fanout**levels > 2**40:
@@ -159,6 +167,14 @@ def fit(
     if trace.df.height == 0:
         raise IotwinError("cannot fit a model to an empty trace")
     started = time.perf_counter()
+    if trace.df.height < fanout**levels:
+        warnings.warn(
+            f"the trace has {trace.df.height:,} requests for {fanout**levels:,} states "
+            f"({levels} levels, fanout {fanout}): fitting what is there; many states stay empty",
+            ShortTraceWarning,
+            stacklevel=2,
+        )
+    type_of = stream_types(trace) if types else None
     trace, layout = on_virtual_device(trace)
     df = trace.df
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
@@ -177,10 +193,19 @@ def fit(
         reref,
         iat,
         span_ns,
+        _groups(trace, type_of),
     )
     doc = json.loads(doc_text)
-    for s in doc["streams"]:
-        s["name"] = trace.meta.stream_name(s["id"])
+    if type_of is None:
+        for s in doc["streams"]:
+            s["name"] = trace.meta.stream_name(s["id"])
+    else:
+        labels = sorted(set(type_of.values()))
+        for s in doc["streams"]:
+            s["name"] = s["type"] = labels[s["id"]]
+        doc["types"] = [
+            {"type": s["type"], "count": s["count"], "weight": s["weight"]} for s in doc["streams"]
+        ]
     doc["source"] = {
         "path": trace.meta.source,
         "format": trace.meta.format,
@@ -192,6 +217,52 @@ def fit(
         doc["files"] = layout
     doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}
     return Model.from_doc(doc, "fitted model")
+
+
+def stream_types(trace: Trace) -> dict[int, str]:
+    """Each stream's type (data/log, intensity, fluctuation), as characterize classifies."""
+    from .characterize import characterize
+
+    return {s["stream"]: s["type"] for s in characterize(trace)["streams"]}
+
+
+def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
+    """Per request, the index of its stream's type (None without --types)."""
+    if type_of is None:
+        return None
+    labels = sorted(set(type_of.values()))
+    index = {sid: labels.index(t) for sid, t in type_of.items()}
+    mapping = pl.DataFrame(
+        {"stream": list(index), "group": list(index.values())},
+        schema={"stream": pl.UInt32, "group": pl.UInt32},
+    )
+    joined = trace.df.select("stream").join(mapping, on="stream", how="left", maintain_order="left")
+    return np.ascontiguousarray(joined.get_column("group").to_numpy(), dtype=np.uint32)
+
+
+def expand_types(doc: dict[str, Any]) -> dict[str, Any]:
+    """A model whose sub-models stand for several streams (--types), reassembled into one
+    stream per member (seed 001 Table 2): each member gets an equal share of the type's
+    weight and of its per-window counts, and its own id and random stream."""
+    if all(s.get("count", 1) == 1 for s in doc["streams"]):
+        return doc
+    streams, next_id = [], 0
+    for s in doc["streams"]:
+        k = int(s.get("count", 1))
+        for j in range(k):
+            member = dict(s)
+            member["id"] = next_id
+            member["name"] = (
+                f"{s.get('name', s['id'])} #{j + 1}" if k > 1 else s.get("name", str(s["id"]))
+            )
+            member["windows"] = [(c * (j + 1)) // k - (c * j) // k for c in s["windows"]]
+            member["requests"] = sum(member["windows"])
+            # the weight its windows hold, so a run of the original length ends with them
+            member["weight"] = member["requests"] / max(1, doc["requests"])
+            member["count"] = 1
+            streams.append(member)
+            next_id += 1
+    return {**doc, "streams": streams}
 
 
 # -- checking ------------------------------------------------------------------------------

@@ -151,6 +151,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     json!({
         "id": id,
         "requests": s.requests,
+        "count": s.members.max(1),
         "weight": s.requests as f64 / total.max(1) as f64,
         "bytes": s.bytes,
         "start_ns": s.first_ts.unwrap_or(0),

@@ -873,7 +873,7 @@ mod tests {
             reref: false,
         };
         let mut f = Fitter::new(cfg);
-        f.update(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n], None);
+        f.update(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n], None, None);
         finalize(&f, "auto", *ts.last().unwrap())
     }
 

@@ -84,7 +84,8 @@ pub struct StreamStats {
     pub requests: u64,
     pub first_ts: Option<i64>,
     pub first: Option<(u64, Category)>,
-    pub last: Option<Last>,
+    /// How many streams were fitted into these statistics (one, or a stream type's members).
+    pub members: u64,
     pub transitions: FxHashMap<TransKey, TransStats>,
     /// (depth of the transition that entered, landing leaf) -> count: entry distributions.
     pub entries: FxHashMap<(u32, u64), u64>,
@@ -111,7 +112,10 @@ pub struct FitConfig {
 #[derive(Debug, Clone)]
 pub struct Fitter {
     pub config: FitConfig,
+    /// Statistics by stream, or by stream type when fitted with groups.
     pub streams: FxHashMap<u32, StreamStats>,
+    /// Each stream's last request (transitions stay within a stream, whatever its group).
+    pub lasts: FxHashMap<u32, Last>,
 }
 
 const MAX_ALIGN_BITS: u32 = 20;
@@ -121,11 +125,14 @@ impl Fitter {
         Fitter {
             config,
             streams: FxHashMap::default(),
+            lasts: FxHashMap::default(),
         }
     }
 
     /// Adds requests (time-ordered). `reuse[i]` is request i's stack distance within its
-    /// stream (u32::MAX: first touch) when the re-reference extension is on.
+    /// stream (u32::MAX: first touch) when the re-reference extension is on. `group[i]`, when
+    /// given, is the statistics key of request i (its stream's type), so one sub-model
+    /// gathers the transitions of all streams of a type.
     #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
@@ -135,17 +142,17 @@ impl Fitter {
         offset: &[u64],
         size: &[u32],
         reuse: Option<&[u32]>,
+        group: Option<&[u32]>,
     ) {
         let cfg = self.config;
         let tree = cfg.tree;
         for i in 0..ts.len() {
-            let s = self
-                .streams
-                .entry(stream[i])
-                .or_insert_with(|| StreamStats {
-                    alignment_bits: MAX_ALIGN_BITS,
-                    ..Default::default()
-                });
+            let key = group.map_or(stream[i], |g| g[i]);
+            let last = self.lasts.get(&stream[i]).copied();
+            let s = self.streams.entry(key).or_insert_with(|| StreamStats {
+                alignment_bits: MAX_ALIGN_BITS,
+                ..Default::default()
+            });
             let leaf = tree.leaf_of(offset[i]);
             let end = offset[i] + size[i] as u64;
             s.requests += 1;
@@ -154,7 +161,7 @@ impl Fitter {
             *s.windows.entry(ts[i] / cfg.window_ns.max(1)).or_insert(0) += 1;
             s.alignment_bits = s.alignment_bits.min(offset[i].trailing_zeros());
             let reused = reuse.map(|r| r[i]).filter(|&d| d != u32::MAX);
-            let sequential = matches!(s.last, Some(l) if l.end == offset[i]);
+            let sequential = matches!(last, Some(l) if l.end == offset[i]);
             let kind = match (sequential, cfg.reref && reused.is_some()) {
                 (true, true) => KIND_SEQ_REREF,
                 (true, false) => KIND_SEQUENTIAL,
@@ -169,10 +176,13 @@ impl Fitter {
                 size: size[i],
                 kind,
             };
-            match s.last {
+            match last {
                 None => {
-                    s.first_ts = Some(ts[i]);
-                    s.first = Some((leaf, cat));
+                    s.members += 1;
+                    if s.first.is_none() {
+                        s.first_ts = Some(ts[i]);
+                        s.first = Some((leaf, cat));
+                    }
                 }
                 Some(l) => {
                     let key = if cfg.flat {
@@ -194,11 +204,14 @@ impl Fitter {
                     t.categories.entry(cat).or_default().add(iat);
                 }
             }
-            s.last = Some(Last {
-                leaf,
-                end,
-                ts: ts[i],
-            });
+            self.lasts.insert(
+                stream[i],
+                Last {
+                    leaf,
+                    end,
+                    ts: ts[i],
+                },
+            );
         }
     }
 
@@ -214,15 +227,16 @@ impl Fitter {
             });
             merge_stream(s, o);
         }
+        self.lasts.extend(later.lasts.iter().map(|(&k, &v)| (k, v)));
     }
 
     /// A fitter for the next time partition that continues every stream from this one's
     /// last request.
     pub fn carry_from(&self) -> Fitter {
         let mut next = Fitter::new(self.config);
+        next.lasts = self.lasts.clone();
         for (&id, s) in &self.streams {
             let carried = StreamStats {
-                last: s.last,
                 first_ts: s.first_ts,
                 first: s.first,
                 alignment_bits: MAX_ALIGN_BITS,
@@ -241,9 +255,7 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
         s.first = o.first;
         s.first_ts = o.first_ts;
     }
-    if o.last.is_some() {
-        s.last = o.last;
-    }
+    s.members += o.members;
     for (k, t) in &o.transitions {
         let mine = s.transitions.entry(*k).or_default();
         mine.count += t.count;
@@ -375,6 +387,7 @@ mod tests {
             &[0, 50, 700, 650],
             &[50, 50, 4, 4],
             None,
+            None,
         );
         let s = &f.streams[&0];
         assert_eq!(s.requests, 3);
@@ -416,13 +429,30 @@ mod tests {
         let off = [0u64, 800, 100, 808, 1500, 1508];
         let sz = [100u32, 8, 4, 8, 8, 8];
         let mut whole = Fitter::new(cfg(2));
-        whole.update(&ts, &st, &op, &off, &sz, None);
+        whole.update(&ts, &st, &op, &off, &sz, None, None);
         let mut first = Fitter::new(cfg(2));
-        first.update(&ts[..3], &st[..3], &op[..3], &off[..3], &sz[..3], None);
+        first.update(
+            &ts[..3],
+            &st[..3],
+            &op[..3],
+            &off[..3],
+            &sz[..3],
+            None,
+            None,
+        );
         let mut second = first.carry_from();
-        second.update(&ts[3..], &st[3..], &op[3..], &off[3..], &sz[3..], None);
+        second.update(
+            &ts[3..],
+            &st[3..],
+            &op[3..],
+            &off[3..],
+            &sz[3..],
+            None,
+            None,
+        );
         first.merge(&second);
         assert_eq!(first.streams, whole.streams);
+        assert_eq!(first.lasts, whole.lasts);
     }
 
     #[test]
