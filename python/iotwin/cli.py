@@ -282,6 +282,13 @@ def fit(
             "--reref/--no-reref", help="Model re-references by LRU stack distance (block reuse)."
         ),
     ] = True,
+    types: Annotated[
+        bool,
+        typer.Option(
+            "--types",
+            help="One sub-model per stream type (data/log, intensity, fluctuation) with its count.",
+        ),
+    ] = False,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the twins scored by --levels auto.")
     ] = 0,
