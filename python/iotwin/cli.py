@@ -306,7 +306,14 @@ def fit(
     if levels == "auto":
         with err_console.status("sweeping levels 1..8 (fit, synthesize, validate) ..."):
             chosen, points = sweep(
-                t, fanout=fanout, seed=seed, flat=flat, window_s=window_s, iat=iat, reref=reref
+                t,
+                fanout=fanout,
+                seed=seed,
+                flat=flat,
+                window_s=window_s,
+                iat=iat,
+                reref=reref,
+                types=types,
             )
         table = Table(title="Level sweep (seed 000, Figure 6)")
         for col in ("levels", "fidelity score", "transitions", "metrics out of tolerance", ""):
@@ -330,7 +337,14 @@ def fit(
         except ValueError:
             raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
         model = fit_model(
-            t, levels=n_levels, fanout=fanout, flat=flat, window_s=window_s, iat=iat, reref=reref
+            t,
+            levels=n_levels,
+            fanout=fanout,
+            flat=flat,
+            window_s=window_s,
+            iat=iat,
+            reref=reref,
+            types=types,
         )
     model.save(output)
     if types:
