@@ -17,6 +17,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
+use std::collections::BTreeSet;
 
 const REREF_BLOCK: u64 = 4096;
 /// How many stack entries a re-reference may look past its drawn distance for its leaf.
@@ -347,7 +348,7 @@ impl Sampler {
                 self.place(s, &cat, target, prev_end, reref.as_mut(), rng)
             };
             if let Some(r) = reref.as_mut() {
-                r.touch(i as usize, offset, size);
+                r.touch(i as usize, offset, self.tree.leaf_of(offset));
             }
             cur = Some((self.tree.leaf_of(offset), offset + size as u64));
             reqs.push((cat.op, offset, size));
@@ -508,10 +509,7 @@ impl Sampler {
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some((off, _)) = reref
-                .as_ref()
-                .and_then(|r| r.pick(s, &self.tree, target, rng))
-            {
+            if let Some(off) = reref.as_ref().and_then(|r| r.pick(s, target, rng)) {
                 return (off, own);
             }
         }
@@ -567,12 +565,16 @@ fn random_in(lo: u64, hi: u64, size: u64, align: u64, rng: &mut Pcg64Mcg) -> u64
     first + rng.random_range(0..slots) * align
 }
 
-/// Re-references: the synthetic stream's own LRU stack of first blocks.
+/// Re-references: the synthetic stream's own LRU stack of first blocks, and for each leaf
+/// the positions where its blocks were last touched, so a re-reference finds the block of its
+/// leaf nearest to a drawn stack distance in O(log n).
 struct Reref {
+    /// One mark per distinct block, at the position of its last touch.
     fen: Fenwick,
-    last: FxHashMap<u64, usize>,
+    /// block -> (position of its last touch, leaf of the request that touched it)
+    last: FxHashMap<u64, (usize, u64)>,
+    by_leaf: FxHashMap<u64, BTreeSet<usize>>,
     offsets: Vec<u64>,
-    sizes: Vec<u32>,
     marks: u64,
 }
 
@@ -581,43 +583,38 @@ impl Reref {
         Reref {
             fen: Fenwick::new(n.max(1)),
             last: FxHashMap::default(),
+            by_leaf: FxHashMap::default(),
             offsets: Vec::with_capacity(n),
-            sizes: Vec::with_capacity(n),
             marks: 0,
         }
     }
 
-    /// A request to re-issue, (offset, size), for a block at a stack distance drawn from
-    /// the model, in the transition's target leaf: the stack is searched outwards from the
-    /// drawn distance, nearest first, so the walk's locality is kept.
-    fn pick(
-        &self,
-        s: &StreamModel,
-        tree: &Tree,
-        target: u64,
-        rng: &mut Pcg64Mcg,
-    ) -> Option<(u64, u32)> {
+    /// The offset of an old request to re-issue: its block lies in the transition's target
+    /// leaf, at the stack distance nearest the drawn one (within REREF_SEARCH of it), so the
+    /// walk's locality is kept.
+    fn pick(&self, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
         // a distance deeper than the history so far finds nothing: the request stays cold,
         // which measured closer to real block reuse than drawing again (cloudPhysics MRC)
         let dist = draw_distance(s, rng);
         if dist >= self.marks {
             return None;
         }
-        for step in 0..REREF_SEARCH {
-            for d in [dist.checked_add(step), dist.checked_sub(step + 1)]
-                .into_iter()
-                .flatten()
-            {
-                if d >= self.marks {
-                    continue;
-                }
-                let pos = self.fen.find_kth(self.marks - d);
-                if tree.leaf_of(self.offsets[pos]) == target {
-                    return Some((self.offsets[pos], self.sizes[pos]));
-                }
-            }
-        }
-        None
+        let at = self.fen.find_kth(self.marks - dist);
+        let set = self.by_leaf.get(&target)?;
+        let older = set.range(..=at).next_back();
+        let younger = set.range(at..).next();
+        [older, younger]
+            .into_iter()
+            .flatten()
+            .map(|&pos| (self.distance(pos).abs_diff(dist), pos))
+            .filter(|&(gap, _)| gap <= REREF_SEARCH)
+            .min()
+            .map(|(_, pos)| self.offsets[pos])
+    }
+
+    /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
+    fn distance(&self, pos: usize) -> u64 {
+        self.marks - self.fen.prefix(pos + 1)
     }
 
     /// Whether the block holding `offset` was touched before.
@@ -625,15 +622,20 @@ impl Reref {
         self.last.contains_key(&(offset / REREF_BLOCK))
     }
 
-    fn touch(&mut self, pos: usize, offset: u64, size: u32) {
+    fn touch(&mut self, pos: usize, offset: u64, leaf: u64) {
         self.offsets.push(offset);
-        self.sizes.push(size);
         let block = offset / REREF_BLOCK;
-        match self.last.insert(block, pos) {
-            Some(prev) => self.fen.add(prev, -1),
+        match self.last.insert(block, (pos, leaf)) {
+            Some((prev, prev_leaf)) => {
+                self.fen.add(prev, -1);
+                if let Some(set) = self.by_leaf.get_mut(&prev_leaf) {
+                    set.remove(&prev);
+                }
+            }
             None => self.marks += 1,
         }
         self.fen.add(pos, 1);
+        self.by_leaf.entry(leaf).or_default().insert(pos);
     }
 }
 

@@ -41,7 +41,12 @@ impl Tree {
 
     /// The leaf holding a byte offset (offsets at or past the capacity go to the last leaf).
     pub fn leaf_of(&self, offset: u64) -> u64 {
-        let idx = (offset as u128 * self.leaves as u128 / self.capacity as u128) as u64;
+        // 64-bit arithmetic when the product fits (always, for real devices): 128-bit
+        // division dominated sampling
+        let idx = match offset.checked_mul(self.leaves) {
+            Some(product) => product / self.capacity,
+            None => (offset as u128 * self.leaves as u128 / self.capacity as u128) as u64,
+        };
         idx.min(self.leaves - 1)
     }
 
