@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from .errors import IotwinError
 from .formats.base import CANONICAL_SCHEMA, OPTIONAL_SCHEMA
@@ -125,6 +124,8 @@ def set_parquet_metadata(path: str | Path, kv: dict[str, str]) -> None:
     The data pages stay where they are (row-group offsets in the footer remain valid), so
     metadata learnt while streaming a trace costs milliseconds, not a second pass.
     """
+    import pyarrow.parquet as pq  # only writers need pyarrow; readers skip its import
+
     md = pq.read_metadata(path)
     schema = md.schema.to_arrow_schema()
     merged = {k: v for k, v in (md.metadata or {}).items() if k != b"ARROW:schema"}
