@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
 from . import _core
 from .errors import IotwinError
 from .formats import ReadOptions
 from .trace import Trace
+
+if TYPE_CHECKING:  # rich is imported when rendering: `import iotwin` stays ~25 ms lighter
+    from rich.console import Console
+    from rich.table import Table
 
 DEFAULT_WINDOW_S = 1800.0
 DEFAULT_RELAXED_THRESHOLD = 64 * 1024
@@ -289,6 +291,8 @@ def render(result: dict[str, Any], console: Console) -> None:
 
 
 def _summary_table(r: dict[str, Any]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"Trace {r['source'] or ''}".strip(), show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value")
@@ -358,6 +362,8 @@ def _locality_pct(shares: list[float] | None) -> str:
 
 
 def _features_table(r: dict[str, Any], streams: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="Per-stream I/O features (seed 000, Table III)")
     for col in ("stream", "type", "weight", "requests", "rd %", "seq %", "size KB"):
         table.add_column(col, justify="right" if col not in ("stream", "type") else "left")
@@ -382,6 +388,8 @@ def _features_table(r: dict[str, Any], streams: list[dict[str, Any]]) -> Table:
 
 
 def _sequentiality_table(r: dict[str, Any], streams: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table(title="Per-stream sequentiality (Keeton et al., seed 003)")
     table.add_column("stream")
     for col in ("P(back)", "P(seq)", "P(fwd)", "interference", "run", "detangled", "relaxed"):

@@ -15,11 +15,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .errors import IotwinError, TraceFormatError
 from .formats import ReadOptions, Scan, TraceFormat, detect, get_format
@@ -34,6 +32,10 @@ from .trace import (
     read_parquet_trace,
     set_parquet_metadata,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 
 @dataclass
@@ -235,6 +237,8 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
     A helper thread keeps polars producing batches while row groups are encoded; batches
     are gathered into row groups of ROW_GROUP rows (polars' batches are small).
     """
+    import pyarrow as pa  # here, not at module level: `import iotwin` stays ~45 ms lighter
+
     checks = _BatchChecks()
     writer: pq.ParquetWriter | None = None
     pending: list[pa.Table] = []
@@ -272,6 +276,8 @@ def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     """Cheap encodings that still shrink traces: times delta-encoded (they only grow), the
     small columns LZ4-compressed; offsets and latencies are left as they are, as LZ4 costs
     more time on them than it saves space (measured in bench/ingest)."""
+    import pyarrow.parquet as pq
+
     names = schema.names
     compression = {c: ("lz4" if c in ("stream", "op", "size", "file") else "none") for c in names}
     return pq.ParquetWriter(

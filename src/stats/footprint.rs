@@ -1,16 +1,32 @@
 //! Block footprints: 512-byte blocks requested, unique 512-byte and 4 KiB blocks touched, for
 //! the whole trace and per stream.
 //!
-//! A request touches every block it overlaps; zero-size requests touch none. Requests become
-//! ranges of 512-byte blocks (a stream's consecutive overlapping or touching ranges are merged
-//! as they come, so sequential streams stay small), the ranges are radix-sorted by start, and
-//! one scan merges them globally and per stream. A 4 KiB block is touched exactly when one of
-//! its eight 512-byte blocks is, so the 4 KiB union is the same scan with ranges rounded out.
+//! A request touches every block it overlaps; zero-size requests touch none. Two exact methods
+//! give the same counts:
+//! - bitmaps, when one bit per 512-byte block of the touched address window, times the streams,
+//!   fits a memory budget: requests, grouped by bitmap region in one counting-sort pass, set
+//!   their bits (whole words at a time) in their stream's bitmap and popcounts count them.
+//! - ranges otherwise: requests become ranges of 512-byte blocks (a stream's consecutive
+//!   overlapping or touching ranges are merged as they come, so sequential streams stay
+//!   small), the ranges are radix-sorted by start, and one scan merges them globally and per
+//!   stream.
+//!
+//! A 4 KiB block is touched exactly when one of its eight 512-byte blocks is: in a bitmap, when
+//! its byte is nonzero; in the range scan, the same union with ranges rounded out.
 
 use super::characterize::Slots;
 
 const SECTOR_SHIFT: u32 = 9;
 const SECTORS_PER_PAGE_SHIFT: u32 = 3;
+/// Bitmaps of all streams together may take this much memory.
+const BITMAP_BUDGET_BYTES: u64 = 256 << 20;
+/// Bitmap regions of 2^21 bits (256 KiB, within a core's L2 cache) are filled one at a time.
+/// Bit indexes over all bitmaps fit 32 bits within the budget.
+const REGION_SHIFT: u32 = 21;
+const _: () = assert!(BITMAP_BUDGET_BYTES * 8 <= 1 << 32);
+/// Nor more than this many words per request: bitmaps cost ~28 ns per request and ~4 ns per
+/// word (zeroing, counting), ranges ~45 ns per request, so sparse bitmaps lose.
+const BITMAP_WORDS_PER_REQUEST: u64 = 4;
 
 /// Block counts of one stream or of the whole trace.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,6 +41,186 @@ pub struct BlockCounts {
 pub struct Footprints {
     pub total: BlockCounts,
     pub streams: Vec<BlockCounts>,
+}
+
+/// The footprints of a trace's requests; `max_stream` and `max_end` (the largest stream id and
+/// offset + size) size the tables.
+pub fn footprints(
+    stream: &[u32],
+    offset: &[u64],
+    size: &[u32],
+    max_stream: u32,
+    max_end: u64,
+) -> Footprints {
+    let min_offset = offset.iter().copied().min().unwrap_or(0);
+    let window = BitmapWindow::new(min_offset, max_end);
+    let streams = distinct_streams(stream, max_stream);
+    if window.fits(streams, stream.len()) {
+        by_bitmap(stream, offset, size, max_stream, window, streams)
+    } else {
+        by_ranges(stream, offset, size, max_stream, max_end)
+    }
+}
+
+/// The 512-byte blocks `[first, end)` a request of `size` > 0 bytes at `offset` touches.
+fn blocks(offset: u64, size: u32) -> (u64, u64) {
+    let end = offset.saturating_add(size as u64) - 1;
+    (offset >> SECTOR_SHIFT, (end >> SECTOR_SHIFT) + 1)
+}
+
+/// Stream slots in order of first appearance, with each stream's counts.
+struct Streams {
+    slots: Slots,
+    counts: Vec<BlockCounts>,
+}
+
+impl Streams {
+    fn new(max_stream: u32) -> Streams {
+        Streams {
+            slots: Slots::new(max_stream),
+            counts: Vec::new(),
+        }
+    }
+
+    /// The slot of stream `id`, added when new.
+    #[inline]
+    fn slot(&mut self, id: u32) -> usize {
+        let slot = self.slots.get_or_insert(id, self.counts.len());
+        if slot == self.counts.len() {
+            self.counts.push(BlockCounts::default());
+        }
+        slot
+    }
+}
+
+fn distinct_streams(stream: &[u32], max_stream: u32) -> usize {
+    let mut streams = Streams::new(max_stream);
+    for &id in stream {
+        streams.slot(id);
+    }
+    streams.counts.len()
+}
+
+/// The 512-byte blocks a bitmap covers: `words` 64-bit words from block `base`, a multiple of
+/// 64 so that every 4 KiB block is one byte of a word.
+#[derive(Debug, Clone, Copy)]
+struct BitmapWindow {
+    base: u64,
+    words: u64,
+}
+
+impl BitmapWindow {
+    fn new(min_offset: u64, max_end: u64) -> BitmapWindow {
+        let base = (min_offset >> SECTOR_SHIFT) & !63;
+        let end = max_end.div_ceil(1 << SECTOR_SHIFT);
+        BitmapWindow {
+            base,
+            words: end.saturating_sub(base).div_ceil(64),
+        }
+    }
+
+    fn fits(&self, streams: usize, requests: usize) -> bool {
+        let words = self.words.saturating_mul(streams as u64);
+        words <= BITMAP_BUDGET_BYTES / 8
+            && words <= BITMAP_WORDS_PER_REQUEST.saturating_mul(requests as u64)
+    }
+}
+
+/// Footprints with one bitmap for each of the `stream_count` streams; the whole trace's bitmap
+/// is their union. Requests are first grouped by bitmap region, so that setting their bits
+/// hits cache: in request order each one costs a cache and TLB miss, more than the grouping.
+fn by_bitmap(
+    stream: &[u32],
+    offset: &[u64],
+    size: &[u32],
+    max_stream: u32,
+    window: BitmapWindow,
+    stream_count: usize,
+) -> Footprints {
+    let words = window.words as usize;
+    let mut streams = Streams::new(max_stream);
+    let mut spans = Vec::with_capacity(stream.len());
+    let mut regions = vec![0usize; ((words * stream_count) >> (REGION_SHIFT - 6)) + 1];
+    for i in 0..stream.len() {
+        let slot = streams.slot(stream[i]);
+        if size[i] == 0 {
+            continue;
+        }
+        let (first, end) = blocks(offset[i], size[i]);
+        streams.counts[slot].requested_512 += end - first;
+        // the streams' bitmaps lie back to back, so a bit index says both stream and block
+        let bit = (slot * words * 64) as u64 + first - window.base;
+        regions[(bit >> REGION_SHIFT) as usize] += 1;
+        spans.push(bit << 32 | (end - first));
+    }
+    let mut bits = vec![0u64; words * stream_count];
+    for span in group_by_region(&spans, regions) {
+        let start = span >> 32;
+        set_bits(&mut bits, start, start + (span & 0xFFFF_FFFF));
+    }
+    let total = count_bitmaps(&bits, words, &mut streams.counts);
+    Footprints {
+        total,
+        streams: streams.counts,
+    }
+}
+
+/// Spans (`start bit << 32 | length`) in order of region, given each region's span count.
+fn group_by_region(spans: &[u64], mut regions: Vec<usize>) -> Vec<u64> {
+    let mut sum = 0;
+    for r in regions.iter_mut() {
+        (*r, sum) = (sum, sum + *r);
+    }
+    let mut grouped = vec![0u64; spans.len()];
+    for &span in spans {
+        let next = &mut regions[(span >> (32 + REGION_SHIFT)) as usize];
+        grouped[*next] = span;
+        *next += 1;
+    }
+    grouped
+}
+
+/// Sets bits `[start, end)` (start < end) of a bitmap, whole words at a time.
+fn set_bits(map: &mut [u64], start: u64, end: u64) {
+    let (first, last) = ((start / 64) as usize, ((end - 1) / 64) as usize);
+    let head = u64::MAX << (start % 64);
+    let tail = u64::MAX >> (63 - (end - 1) % 64);
+    if first == last {
+        map[first] |= head & tail;
+    } else {
+        map[first] |= head;
+        map[first + 1..last].fill(u64::MAX);
+        map[last] |= tail;
+    }
+}
+
+/// Adds a bitmap word's blocks: its set bits, and its nonzero bytes (4 KiB blocks).
+fn add_word(counts: &mut BlockCounts, word: u64) {
+    let mut any = word | word >> 4;
+    any |= any >> 2;
+    any |= any >> 1;
+    counts.unique_512 += word.count_ones() as u64;
+    counts.unique_4k += (any & 0x0101_0101_0101_0101).count_ones() as u64;
+}
+
+/// Counts each stream's bitmap (`words` words each, back to back) and their union.
+fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> BlockCounts {
+    let mut total = BlockCounts {
+        requested_512: streams.iter().map(|s| s.requested_512).sum(),
+        ..BlockCounts::default()
+    };
+    for j in 0..words {
+        let mut union = 0;
+        for (slot, counts) in streams.iter_mut().enumerate() {
+            let word = bits[slot * words + j];
+            if word != 0 {
+                union |= word;
+                add_word(counts, word);
+            }
+        }
+        add_word(&mut total, union);
+    }
+    total
 }
 
 /// Block ranges in 512-byte blocks packed as `start << len_bits | length` (so sorting the keys
@@ -64,9 +260,8 @@ impl Ranges {
     }
 }
 
-/// The footprints of a trace's requests; `max_stream` and `max_end` (the largest stream id and
-/// offset + size) size the tables.
-pub fn footprints(
+/// Footprints by sorting ranges; `max_end` sizes the packed keys.
+fn by_ranges(
     stream: &[u32],
     offset: &[u64],
     size: &[u32],
@@ -79,21 +274,18 @@ pub fn footprints(
     if several {
         r.owners.reserve(n);
     }
-    let mut slots = Slots::new(max_stream);
+    let mut streams = Streams::new(max_stream);
     let mut last: Vec<usize> = Vec::new(); // each slot's latest range
-    let mut streams: Vec<BlockCounts> = Vec::new();
     for i in 0..n {
-        let slot = slots.get_or_insert(stream[i], last.len());
+        let slot = streams.slot(stream[i]);
         if slot == last.len() {
             last.push(usize::MAX);
-            streams.push(BlockCounts::default());
         }
         if size[i] == 0 {
             continue;
         }
-        let mut first = offset[i] >> SECTOR_SHIFT;
-        let end = ((offset[i].saturating_add(size[i] as u64) - 1) >> SECTOR_SHIFT) + 1;
-        streams[slot].requested_512 += end - first;
+        let (mut first, end) = blocks(offset[i], size[i]);
+        streams.counts[slot].requested_512 += end - first;
         let k = last[slot];
         if k != usize::MAX {
             let (s, e) = (r.start(r.keys[k]), r.end(r.keys[k]));
@@ -113,8 +305,11 @@ pub fn footprints(
         }
     }
     radix_sort(&mut r);
-    let total = count_unions(&r, &mut streams);
-    Footprints { total, streams }
+    let total = count_unions(&r, &mut streams.counts);
+    Footprints {
+        total,
+        streams: streams.counts,
+    }
 }
 
 /// Stable LSD radix sort of the keys by their start bits (owners move along), one pass per
@@ -288,5 +483,127 @@ mod tests {
         );
         assert_eq!(f.total.requested_512, 2048 + 8);
         assert_eq!((f.total.unique_512, f.total.unique_4k), (2048, 256));
+    }
+
+    /// Random requests from `streams` streams with ids `k * spread` (a spread over 2^20 puts
+    /// ids past the dense slot table), at byte offsets in `[base, base + span)` (clipped at
+    /// the top of the address space); 30% continue their stream, sizes are unaligned, some
+    /// zero, some long enough to cover whole words.
+    fn random_requests(
+        seed: u64,
+        n: usize,
+        streams: u32,
+        spread: u32,
+        base: u64,
+        span: u64,
+    ) -> (Vec<u32>, Vec<u64>, Vec<u32>) {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ends = vec![base; streams as usize];
+        let (mut st, mut off, mut sz) = (vec![], vec![], vec![]);
+        for _ in 0..n {
+            let r = next();
+            let k = (r % streams as u64) as usize;
+            let size = match (r >> 8) % 20 {
+                0 => 0,
+                1 => 1 + (r >> 16) as u32 % (1 << 20),
+                _ => 1 + (r >> 16) as u32 % 40_000,
+            };
+            let o = if (r >> 40) % 10 < 3 {
+                ends[k]
+            } else {
+                base.saturating_add(next() % span)
+            };
+            ends[k] = o.saturating_add(size as u64);
+            st.push(k as u32 * spread);
+            off.push(o);
+            sz.push(size);
+        }
+        (st, off, sz)
+    }
+
+    fn by_both_methods(stream: &[u32], offset: &[u64], size: &[u32]) -> (Footprints, Footprints) {
+        let max_stream = stream.iter().copied().max().unwrap_or(0);
+        let min_offset = offset.iter().copied().min().unwrap_or(0);
+        let max_end = offset
+            .iter()
+            .zip(size)
+            .map(|(&o, &s)| o.saturating_add(s as u64))
+            .max()
+            .unwrap_or(0);
+        let window = BitmapWindow::new(min_offset, max_end);
+        let count = distinct_streams(stream, max_stream);
+        (
+            by_bitmap(stream, offset, size, max_stream, window, count),
+            by_ranges(stream, offset, size, max_stream, max_end),
+        )
+    }
+
+    #[test]
+    fn bitmap_agrees_with_ranges() {
+        let cases = [
+            // (streams, id spread, base, span): one stream, dense and sparse ids, 4 GiB per
+            // stream (several bitmap regions each), offsets near 2^63 (ranges split into 1023-block pieces) and at the top of the address
+            // space (ends saturate, ranges split into 511-block pieces).
+            (1, 1, 0, 1 << 24),
+            (5, 1, 0, 1 << 32),
+            (9, 1 << 21, 12_345, 1 << 26),
+            (3, 7, 1 << 63, 1 << 23),
+            (4, 1, u64::MAX - (1 << 22), 1 << 22),
+        ];
+        for (seed, &(streams, spread, base, span)) in cases.iter().enumerate() {
+            let (st, off, sz) = random_requests(seed as u64, 20_000, streams, spread, base, span);
+            let (bitmap, ranges) = by_both_methods(&st, &off, &sz);
+            assert_eq!(bitmap, ranges, "case {seed}");
+            assert_eq!(bitmap.streams.len(), streams as usize);
+            assert!(bitmap.total.unique_4k > 0);
+        }
+    }
+
+    #[test]
+    fn bitmap_agrees_with_ranges_on_edge_requests() {
+        // single blocks and pages at word edges, requests ending exactly on a word, one
+        // spanning many words, overlaps across streams, and zero sizes
+        let st = [0, 1, 0, 1, 2, 2, 0, 1];
+        let off = [32_256, 32_768, 0, 65_536 + 100, 1 << 20, 0, 4_096, 40_000];
+        let sz = [512, 512, 32_768, 4_000_000, 0, 1, 28_672, 0];
+        let (bitmap, ranges) = by_both_methods(&st, &off, &sz);
+        assert_eq!(bitmap, ranges);
+    }
+
+    #[test]
+    fn set_bits_sets_exactly_the_range() {
+        for start in 0..200u64 {
+            for end in start + 1..=256 {
+                let mut map = [0u64; 5];
+                set_bits(&mut map, start, end);
+                for bit in 0..320 {
+                    let set = map[bit as usize / 64] >> (bit % 64) & 1 == 1;
+                    assert_eq!(
+                        set,
+                        (start..end).contains(&bit),
+                        "[{start}, {end}) bit {bit}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bitmaps_are_used_within_budget_and_density() {
+        // 4 GiB of address space is 2^23 blocks = 1 MiB of bitmap per stream
+        let window = BitmapWindow::new(0, 4 << 30);
+        assert_eq!(window.words, 1 << 17);
+        assert!(window.fits(200, 10_000_000));
+        assert!(!window.fits(300, 10_000_000)); // over 256 MiB
+        assert!(!window.fits(1, 30_000)); // 4.4 words per request
+                                          // offsets near 2^63 only need the window they touch
+        let high = BitmapWindow::new((1 << 63) + 4096, (1 << 63) + 8192);
+        assert_eq!((high.base, high.words), (1 << 54, 1));
     }
 }
