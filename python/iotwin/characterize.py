@@ -73,20 +73,15 @@ def _leaves(levels: int, fanout: int) -> int:
     return leaves
 
 
-def _column(trace: Trace, name: str, dtype: type) -> np.ndarray:
-    # zero-copy for a single-chunk column of the canonical dtype
-    return np.ascontiguousarray(trace.df.get_column(name).to_numpy(), dtype=dtype)
-
-
 def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -> dict[str, Any]:
-    latency = _column(trace, "latency_ns", np.int64) if "latency_ns" in trace.df.columns else None
+    latency = trace.numpy("latency_ns", np.int64) if "latency_ns" in trace.df.columns else None
     try:
         return _core.characterize_columns(
-            _column(trace, "ts_ns", np.int64),
-            _column(trace, "stream", np.uint32),
-            _column(trace, "op", np.uint8),
-            _column(trace, "offset", np.uint64),
-            _column(trace, "size", np.uint32),
+            trace.numpy("ts_ns", np.int64),
+            trace.numpy("stream", np.uint32),
+            trace.numpy("op", np.uint8),
+            trace.numpy("offset", np.uint64),
+            trace.numpy("size", np.uint32),
             latency,
             leaves,
             int(trace.meta.capacity or 0),

@@ -48,11 +48,6 @@ def default_window_ns(span_ns: int) -> int:
     return max(1, span_ns // MIN_WINDOWS)
 
 
-def column(trace: Trace, name: str, dtype: type) -> np.ndarray:
-    """A contiguous numpy view of a canonical column (copied only when chunked or cast)."""
-    return np.ascontiguousarray(trace.df.get_column(name).to_numpy(), dtype=dtype)
-
-
 @dataclass
 class Model:
     """A fitted model document (JSON-ready dict) with helpers."""
@@ -180,11 +175,11 @@ def fit(
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
     window_ns = int(window_s * 1e9) if window_s else default_window_ns(span_ns)
     doc_text = _core.fit_model(
-        column(trace, "ts_ns", np.int64),
-        column(trace, "stream", np.uint32),
-        column(trace, "op", np.uint8),
-        column(trace, "offset", np.uint64),
-        column(trace, "size", np.uint32),
+        trace.numpy("ts_ns", np.int64),
+        trace.numpy("stream", np.uint32),
+        trace.numpy("op", np.uint8),
+        trace.numpy("offset", np.uint64),
+        trace.numpy("size", np.uint32),
         levels,
         fanout,
         max(1, trace.capacity),

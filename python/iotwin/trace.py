@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from .errors import IotwinError
@@ -64,6 +65,11 @@ class Trace:
 
     def __len__(self) -> int:
         return self.df.height
+
+    def numpy(self, name: str, dtype: type) -> np.ndarray:
+        """A contiguous numpy array of a column for the Rust core (no copy when the column
+        is one chunk of that dtype)."""
+        return np.ascontiguousarray(self.df.get_column(name).to_numpy(), dtype=dtype)
 
     @property
     def capacity(self) -> int:

@@ -263,11 +263,10 @@ def address_space(t: Trace) -> np.ndarray:
 
 
 def lru(t: Trace, cache_blocks: list[int]) -> tuple[int, int, list[float]]:
-    df = t.df
     return _core.lru_miss_ratios(
         address_space(t),
-        np.ascontiguousarray(df.get_column("offset").to_numpy(), dtype=np.uint64),
-        np.ascontiguousarray(df.get_column("size").to_numpy(), dtype=np.uint32),
+        t.numpy("offset", np.uint64),
+        t.numpy("size", np.uint32),
         BLOCK,
         cache_blocks,
     )
