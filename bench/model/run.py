@@ -379,7 +379,7 @@ def step_profile(trace_path: str, model_path: str, requests: int, out: str) -> N
     cols = timed(
         "fit: columns to numpy",
         lambda: [
-            model.column(trace, c, t)
+            trace.numpy(c, t)
             for c, t in (
                 ("ts_ns", np.int64),
                 ("stream", np.uint32),
