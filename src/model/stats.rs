@@ -168,7 +168,7 @@ impl Fitter {
                 (false, true) => KIND_REREF,
                 (false, false) => KIND_RANDOM,
             };
-            if let (true, Some(d)) = (cfg.reref, reused) {
+            if let (true, Some(d)) = (cfg.reref, reused.filter(|&d| d != REUSE_UNSAMPLED)) {
                 s.reuse.add(d as u64);
             }
             let cat = Category {
@@ -279,31 +279,69 @@ fn add_counts<K: std::hash::Hash + Eq + Copy>(
     }
 }
 
+/// A re-reference whose distance was not sampled (see `stack_distances`).
+pub const REUSE_UNSAMPLED: u32 = u32::MAX - 1;
+/// Streams up to this many requests get exact distances; longer ones are sampled.
+pub const EXACT_REQUESTS: usize = 1 << 21;
+const SAMPLE_SPACE: u64 = 1 << 24;
+
 /// LRU stack distances of each request within its stream, at `block`-byte granularity of the
 /// request's first block: the number of distinct blocks the stream touched since it last
-/// touched this one (u32::MAX when never). Exact, O(n log n) with a Fenwick tree per stream.
+/// touched this one (u32::MAX when never).
+///
+/// Whether a block was touched before is always exact. The distance is exact (a Fenwick tree
+/// over the stream's accesses, O(n log n)) for streams of up to EXACT_REQUESTS requests; for
+/// longer streams it is measured on a spatially hashed sample of blocks and scaled by the
+/// sampling rate, as SHARDS does (Waldspurger et al., FAST'15), and the other re-references
+/// get REUSE_UNSAMPLED: the model needs the distances' distribution, not each one.
 pub fn stack_distances(stream: &[u32], offset: &[u64], block: u64) -> Vec<u32> {
-    let n = stream.len();
-    let mut out = vec![u32::MAX; n];
+    let mut out = vec![u32::MAX; stream.len()];
     let mut by_stream: FxHashMap<u32, Vec<usize>> = FxHashMap::default();
     for (i, &s) in stream.iter().enumerate() {
         by_stream.entry(s).or_default().push(i);
     }
     for idx in by_stream.values() {
-        let mut fen = Fenwick::new(idx.len());
-        let mut last: FxHashMap<u64, usize> = FxHashMap::default();
-        for (pos, &i) in idx.iter().enumerate() {
-            let b = offset[i] / block;
-            if let Some(prev) = last.insert(b, pos) {
-                // distinct blocks touched after prev: marks strictly between prev and pos
-                let d = fen.prefix(pos) - fen.prefix(prev + 1);
-                out[i] = d.min(u32::MAX as u64 - 1) as u32;
-                fen.add(prev, -1);
-            }
-            fen.add(pos, 1);
-        }
+        let threshold =
+            (SAMPLE_SPACE * EXACT_REQUESTS as u64 / idx.len().max(1) as u64).min(SAMPLE_SPACE);
+        stream_distances(idx, offset, block, threshold, &mut out);
     }
     out
+}
+
+fn stream_distances(idx: &[usize], offset: &[u64], block: u64, threshold: u64, out: &mut [u32]) {
+    let scale = SAMPLE_SPACE as f64 / threshold.max(1) as f64;
+    let mut fen = Fenwick::new(idx.len());
+    // block -> position among the sampled accesses (u32::MAX: not in the sample)
+    let mut last: FxHashMap<u64, u32> = FxHashMap::default();
+    let mut sampled = 0usize;
+    for &i in idx {
+        let b = offset[i] / block;
+        let in_sample = threshold >= SAMPLE_SPACE || splitmix64(b) % SAMPLE_SPACE < threshold;
+        let pos = if in_sample { sampled as u32 } else { u32::MAX };
+        match last.insert(b, pos) {
+            Some(u32::MAX) => out[i] = REUSE_UNSAMPLED,
+            Some(prev) => {
+                // sampled blocks touched after prev: marks strictly between prev and now
+                let prev = prev as usize;
+                let d = (fen.prefix(sampled) - fen.prefix(prev + 1)) as f64 * scale;
+                out[i] = (d as u64).min(REUSE_UNSAMPLED as u64 - 1) as u32;
+                fen.add(prev, -1);
+            }
+            None => {}
+        }
+        if in_sample {
+            fen.add(sampled, 1);
+            sampled += 1;
+        }
+    }
+}
+
+/// A well-mixed 64-bit hash (SplitMix64's finaliser).
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Prefix sums with point updates.
@@ -462,6 +500,29 @@ mod tests {
         let off = [0u64, 4096, 0, 0, 8192, 4096, 0];
         let d = stack_distances(&st, &off, 4096);
         assert_eq!(d, vec![u32::MAX, u32::MAX, u32::MAX, 1, u32::MAX, 2, 2]);
+    }
+
+    #[test]
+    fn sampled_distances_keep_the_distribution() {
+        // a cyclic scan over 1,000 blocks: every re-reference is at distance 999
+        let n = 200_000usize;
+        let off: Vec<u64> = (0..n as u64).map(|i| (i % 1000) * 4096).collect();
+        let idx: Vec<usize> = (0..n).collect();
+        let mut out = vec![u32::MAX; n];
+        stream_distances(&idx, &off, 4096, SAMPLE_SPACE / 10, &mut out);
+        assert!(out[..1000].iter().all(|&d| d == u32::MAX));
+        let measured: Vec<u32> = out[1000..]
+            .iter()
+            .copied()
+            .filter(|&d| d != REUSE_UNSAMPLED)
+            .collect();
+        assert!(
+            measured.len() > n / 20 && measured.len() < n / 5,
+            "{}",
+            measured.len()
+        );
+        let mean = measured.iter().map(|&d| d as f64).sum::<f64>() / measured.len() as f64;
+        assert!((mean / 999.0 - 1.0).abs() < 0.1, "mean {mean}");
     }
 
     #[test]
