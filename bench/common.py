@@ -32,14 +32,16 @@ def machine() -> str:
     )
 
 
-def run_step(code: str, repeat: int = 1) -> dict:
+def run_step(code: str, repeat: int = 1, setup: str = "") -> dict:
     """Runs `code` in a fresh Python process `repeat` times; best wall time and its peak RSS.
 
     Each run is a new process, so peak RSS is that step's own (ru_maxrss of the child), and
-    no step profits from another's warm caches inside the interpreter.
+    no step profits from another's warm caches inside the interpreter. `setup` (imports) runs
+    before the clock starts, so steps compare work, not interpreter start-up.
     """
     runner = (
         "import time, resource, json\n"
+        f"{setup}\n"
         "t0 = time.perf_counter()\n"
         f"{code}\n"
         "dt = time.perf_counter() - t0\n"
