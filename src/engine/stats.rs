@@ -63,12 +63,11 @@ impl StreamStats {
             return;
         }
         self.bytes += t.size as u64;
+        // `record` grows the histogram (saturating_record would clamp to its initial range)
         let late = (t.issue_ns - t.sched_ns).max(0) as u64;
-        self.lateness.saturating_record(late);
-        self.service
-            .saturating_record((t.done_ns - t.issue_ns).max(0) as u64);
-        self.response
-            .saturating_record((t.done_ns - t.sched_ns).max(0) as u64);
+        let _ = self.lateness.record(late);
+        let _ = self.service.record((t.done_ns - t.issue_ns).max(0) as u64);
+        let _ = self.response.record((t.done_ns - t.sched_ns).max(0) as u64);
     }
 }
 
