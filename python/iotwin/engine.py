@@ -224,17 +224,16 @@ def prepare_file(
             "pass a smaller --size"
         )
     chunk = _pattern(FILL_CHUNK)
-    with atomic_output(path) as tmp:
-        with open(tmp, "wb") as f:
-            done = 0
-            while done < size:
-                n = min(FILL_CHUNK, size - done)
-                f.write(chunk[:n])
-                done += n
-                if progress:
-                    progress(done, size)
-            f.flush()
-            os.fsync(f.fileno())
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
+        done = 0
+        while done < size:
+            n = min(FILL_CHUNK, size - done)
+            f.write(chunk[:n])
+            done += n
+            if progress:
+                progress(done, size)
+        f.flush()
+        os.fsync(f.fileno())
     return size
 
 
@@ -311,6 +310,7 @@ def run(
         raise IotwinError("--iodepth belongs to --mode closed (open loop follows the schedule)")
     if opts.max_inflight < 1:
         raise IotwinError("--max-inflight must be >= 1")
+    engine = _choose_engine(opts.engine)
     if opts.requests is not None and opts.duration_s is not None:
         raise IotwinError("give --requests or --duration, not both")
     kwargs: dict[str, Any] = {}
@@ -386,7 +386,6 @@ def run(
         direct = supports_direct(target)
         if not direct and warn:
             warn(f"{target}: the filesystem does not support O_DIRECT; running buffered")
-    engine = _choose_engine(opts.engine)
     closed = opts.mode == "closed"
     handle = _core.EngineRun(
         str(target),
@@ -465,7 +464,7 @@ def _summarize(r: dict[str, Any], names: dict[int, str]) -> None:
 
 def record_trace(result: dict[str, Any]) -> Trace:
     """What was issued, as a canonical trace: ts_ns is the actual issue time, latency_ns the
-    service latency (completion − issue)."""
+    service latency (completion - issue)."""
     rec = result["record"]
     arr = {
         k: np.frombuffer(rec[k], dtype=d)
@@ -559,20 +558,19 @@ def write_fio_iolog(df: pl.DataFrame, path: str | Path, filename: str = FIO_FILE
     offs = df["offset"].to_numpy()
     sizes = df["size"].to_numpy()
     last = int(ts_us[-1]) if len(ts_us) else 0
-    with atomic_output(path) as tmp:
-        with open(tmp, "w") as f:
-            f.write("fio version 3 iolog\n")
-            f.write(f"0 {filename} add\n0 {filename} open\n")
-            lines = [
-                f"{t} {filename} {FIO_ACTIONS.get(int(o), 'read')} {off} {s}\n"
-                if o != 2
-                else f"{t} {filename} sync\n"
-                for t, o, off, s in zip(
-                    ts_us.tolist(), ops.tolist(), offs.tolist(), sizes.tolist(), strict=True
-                )
-            ]
-            f.writelines(lines)
-            f.write(f"{last} {filename} close\n")
+    with atomic_output(path) as tmp, open(tmp, "w") as f:
+        f.write("fio version 3 iolog\n")
+        f.write(f"0 {filename} add\n0 {filename} open\n")
+        lines = [
+            f"{t} {filename} {FIO_ACTIONS.get(int(o), 'read')} {off} {s}\n"
+            if o != 2
+            else f"{t} {filename} sync\n"
+            for t, o, off, s in zip(
+                ts_us.tolist(), ops.tolist(), offs.tolist(), sizes.tolist(), strict=True
+            )
+        ]
+        f.writelines(lines)
+        f.write(f"{last} {filename} close\n")
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -614,8 +612,8 @@ def render(r: dict[str, Any], console: Any) -> None:
         f"{r['bandwidth_bps'] / 1e6:,.2f} MB/s, {t['errors']:,} errors"
         + (f" (first: {r['first_error']})" if r["first_error"] else "")
     )
-    table = Table(title="latency (µs): lateness = issue − scheduled, service = completion − issue, "
-                  "response = completion − scheduled", title_justify="left")  # fmt: skip
+    table = Table(title="latency (µs): lateness = issue - scheduled, service = completion - issue, "
+                  "response = completion - scheduled", title_justify="left")  # fmt: skip
     for c in ("stream", "requests", "weight", "metric", "p50", "p90", "p99", "p99.9", "max"):
         table.add_column(c, justify="left" if c in ("stream", "metric") else "right")
     rows = [("all", t, 1.0)] + [(s["name"], s, s["weight"]) for s in r["streams"].values()]
