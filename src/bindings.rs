@@ -493,6 +493,250 @@ fn lru_miss_ratios<'py>(
     Ok(py.detach(|| crate::stats::mrc::miss_ratios(sp, off, sz, block.max(1), &cache_blocks)))
 }
 
+/// (offsets, sizes) mapped onto a target as the engine maps them (`engine::Mapper`), so an
+/// exported schedule addresses exactly what `iotwin run` touches.
+#[pyfunction]
+fn map_offsets<'py>(
+    py: Python<'py>,
+    offset: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    capacity: u64,
+    target: u64,
+    align: u64,
+) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let m = crate::engine::Mapper {
+        capacity,
+        target,
+        align,
+    };
+    let off: Vec<u64> = buffer_vec(offset)?;
+    let sz: Vec<u32> = buffer_vec(size)?;
+    let mut o2 = Vec::with_capacity(off.len());
+    let mut s2 = Vec::with_capacity(off.len());
+    for (&o, &s) in off.iter().zip(&sz) {
+        let (a, b) = m
+            .map(o, s)
+            .ok_or_else(|| PyValueError::new_err("the target is smaller than one block"))?;
+        o2.push(a);
+        s2.push(b);
+    }
+    Ok((vec_bytes(py, &o2), vec_bytes(py, &s2)))
+}
+
+fn hist_to_py<'py>(
+    py: Python<'py>,
+    h: &hdrhistogram::Histogram<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let empty = h.is_empty();
+    let q = |x: f64| if empty { 0 } else { h.value_at_quantile(x) };
+    d.set_item("count", h.len())?;
+    d.set_item("mean", if empty { 0.0 } else { h.mean() })?;
+    d.set_item("p50", q(0.5))?;
+    d.set_item("p90", q(0.9))?;
+    d.set_item("p99", q(0.99))?;
+    d.set_item("p99.9", q(0.999))?;
+    d.set_item("max", if empty { 0 } else { h.max() })?;
+    Ok(d)
+}
+
+fn engine_stats_to_py<'py>(
+    py: Python<'py>,
+    s: &crate::engine::stats::StreamStats,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("requests", s.requests)?;
+    d.set_item("reads", s.reads)?;
+    d.set_item("writes", s.writes)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("errors", s.errors)?;
+    d.set_item("lateness_ns", hist_to_py(py, &s.lateness)?)?;
+    d.set_item("service_ns", hist_to_py(py, &s.service)?)?;
+    d.set_item("response_ns", hist_to_py(py, &s.response)?)?;
+    Ok(d)
+}
+
+/// A run of the I/O engine on its own thread; Python polls `progress()` and asks for
+/// `result()` (which waits, without the GIL) at the end. `stop()` makes the engine stop
+/// issuing, drain what is in flight and return a partial result.
+#[pyclass]
+struct EngineRun {
+    progress: std::sync::Arc<crate::engine::Progress>,
+    handle: Option<std::thread::JoinHandle<Result<crate::engine::RunResult, String>>>,
+}
+
+type TraceBuffers<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+);
+
+#[pymethods]
+impl EngineRun {
+    /// Starts a run. The source is a model (`model_json` with `requests` or `synth_duration_ns`,
+    /// intensity, compress, seed) or a trace's columns (`trace`: ts_ns, stream, op, offset,
+    /// size buffers).
+    #[new]
+    #[pyo3(signature = (path, direct, write, engine, iodepth, max_inflight, duration_ns, capacity,
+        target_size, align, record, model_json=None, requests=None, synth_duration_ns=None,
+        intensity=1.0, compress=1.0, seed=0, trace=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new<'py>(
+        py: Python<'py>,
+        path: std::path::PathBuf,
+        direct: bool,
+        write: bool,
+        engine: &str,
+        iodepth: Option<usize>,
+        max_inflight: usize,
+        duration_ns: Option<i64>,
+        capacity: u64,
+        target_size: u64,
+        align: u64,
+        record: bool,
+        model_json: Option<&str>,
+        requests: Option<u64>,
+        synth_duration_ns: Option<i64>,
+        intensity: f64,
+        compress: f64,
+        seed: u64,
+        trace: Option<TraceBuffers<'py>>,
+    ) -> PyResult<Self> {
+        use crate::engine::{Config, Kind, Mapper, Mode, Progress, Source};
+        use crate::model::sample::{Sampler, SynthParams};
+        let kind = match engine {
+            "io_uring" => Kind::IoUring,
+            "threads" => Kind::Threads,
+            other => return Err(PyValueError::new_err(format!("unknown engine '{other}'"))),
+        };
+        let source = match (model_json, trace) {
+            (Some(text), None) => {
+                let doc: serde_json::Value = serde_json::from_str(text)
+                    .map_err(|e| PyValueError::new_err(format!("model is not JSON: {e}")))?;
+                let sampler = Sampler::from_json(&doc).map_err(PyValueError::new_err)?;
+                let p = SynthParams {
+                    requests,
+                    duration_ns: synth_duration_ns,
+                    intensity,
+                    compress,
+                    seed,
+                    uniform: false,
+                };
+                py.detach(|| Source::Synth(Box::new(sampler.stream(p))))
+            }
+            (None, Some((ts, stream, op, offset, size))) => {
+                let mut cols = Columns::with_capacity(0);
+                cols.ts_ns = buffer_vec(&ts)?;
+                cols.stream = buffer_vec(&stream)?;
+                cols.op = buffer_vec(&op)?;
+                cols.offset = buffer_vec(&offset)?;
+                cols.size = buffer_vec(&size)?;
+                Source::Trace { cols, pos: 0 }
+            }
+            _ => return Err(PyValueError::new_err("give a model or a trace")),
+        };
+        let cfg = Config {
+            path,
+            direct,
+            write,
+            kind,
+            mode: match iodepth {
+                Some(n) => Mode::Closed { iodepth: n },
+                None => Mode::Open,
+            },
+            max_inflight,
+            duration_ns,
+            mapper: Mapper {
+                capacity,
+                target: target_size,
+                align,
+            },
+            record,
+        };
+        let progress = std::sync::Arc::new(Progress::default());
+        let p = progress.clone();
+        let handle = std::thread::Builder::new()
+            .name("iotwin-engine".into())
+            .spawn(move || crate::engine::run(&cfg, source, p))
+            .map_err(|e| PyValueError::new_err(format!("cannot start the engine: {e}")))?;
+        Ok(EngineRun {
+            progress,
+            handle: Some(handle),
+        })
+    }
+
+    /// Live counters; `max_late_ns` is the largest lateness since the previous call.
+    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let p = &self.progress;
+        let d = PyDict::new(py);
+        d.set_item("issued", p.issued.load(Relaxed))?;
+        d.set_item("completed", p.completed.load(Relaxed))?;
+        d.set_item("bytes", p.bytes.load(Relaxed))?;
+        d.set_item("errors", p.errors.load(Relaxed))?;
+        d.set_item("elapsed_ns", p.elapsed_ns.load(Relaxed))?;
+        d.set_item("max_late_ns", p.max_late_ns.swap(0, Relaxed).max(0))?;
+        Ok(d)
+    }
+
+    fn stop(&self) {
+        self.progress.request_stop();
+    }
+
+    fn finished(&self) -> bool {
+        self.handle.as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Waits for the end (without the GIL) and returns the result as a dict.
+    fn result<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let h = self
+            .handle
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the result was already taken"))?;
+        let r = py
+            .detach(|| h.join())
+            .map_err(|_| PyValueError::new_err("the engine thread panicked"))?
+            .map_err(PyValueError::new_err)?;
+        let d = PyDict::new(py);
+        d.set_item("partial", r.partial)?;
+        d.set_item("elapsed_ns", r.elapsed_ns)?;
+        d.set_item("first_error", r.first_error.clone())?;
+        d.set_item("skipped", r.skipped)?;
+        d.set_item("max_inflight_seen", r.max_inflight_seen)?;
+        d.set_item("total", engine_stats_to_py(py, &r.total)?)?;
+        let streams = PyDict::new(py);
+        for (id, s) in &r.streams {
+            streams.set_item(id, engine_stats_to_py(py, s)?)?;
+        }
+        d.set_item("streams", streams)?;
+        let tl = PyList::empty(py);
+        for s in &r.timeline {
+            tl.append((s.requests, s.reads, s.writes, s.bytes))?;
+        }
+        d.set_item("timeline", tl)?;
+        if let Some(rec) = &r.record {
+            let rd = PyDict::new(py);
+            rd.set_item("sched_ns", vec_bytes(py, &rec.sched_ns))?;
+            rd.set_item("issue_ns", vec_bytes(py, &rec.issue_ns))?;
+            rd.set_item("done_ns", vec_bytes(py, &rec.done_ns))?;
+            rd.set_item("stream", vec_bytes(py, &rec.stream))?;
+            rd.set_item("op", vec_bytes(py, &rec.op))?;
+            rd.set_item("offset", vec_bytes(py, &rec.offset))?;
+            rd.set_item("size", vec_bytes(py, &rec.size))?;
+            d.set_item("record", rd)?;
+        }
+        Ok(d)
+    }
+}
+
+/// Whether io_uring works here (kernel, seccomp) with timed waits.
+#[pyfunction]
+fn io_uring_available() -> bool {
+    io_uring::IoUring::new(8).is_ok_and(|r| r.params().is_feature_ext_arg())
+}
+
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -514,5 +758,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_model, m)?)?;
     m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;
     m.add_function(wrap_pyfunction!(synth_model, m)?)?;
+    m.add_function(wrap_pyfunction!(map_offsets, m)?)?;
+    m.add_class::<EngineRun>()?;
+    m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 pub mod bindings;
 pub mod columns;
+pub mod engine;
 pub mod model;
 pub mod readers;
 pub mod stats;

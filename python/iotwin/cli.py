@@ -162,7 +162,7 @@ def capture(
         raise typer.Exit(code=result.exit_status)
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, option: str = "--window") -> float:
     """Seconds from "1800", "90s", "30m", "2h", "1d" or "500ms"."""
     units = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
     raw = text.strip().lower()
@@ -174,9 +174,9 @@ def parse_duration(text: str) -> float:
     try:
         value = float(number) * scale
     except ValueError:
-        raise IotwinError(f"--window '{text}': expected a duration like 1800, 30m or 2h") from None
+        raise IotwinError(f"{option} '{text}': expected a duration like 1800, 30m or 2h") from None
     if not value > 0:
-        raise IotwinError(f"--window '{text}': must be positive")
+        raise IotwinError(f"{option} '{text}': must be positive")
     return value
 
 
@@ -405,7 +405,7 @@ def synth(
     m = Model.load(model)
     if requests is not None and duration is not None:
         raise IotwinError("give --requests or --duration, not both")
-    duration_s = parse_duration(duration) if duration else None
+    duration_s = parse_duration(duration, "--duration") if duration else None
     with err_console.status("synthesizing ..."):
         t = m.synth(
             requests=requests,
@@ -455,6 +455,266 @@ def validate(
         render(report, console)
     if check and not report["passed"]:
         raise typer.Exit(code=1)
+
+
+def _parse_size(text: str | None) -> int | None:
+    """Bytes from "1073741824", "512M", "4G", "64k" (powers of 1024)."""
+    if text is None:
+        return None
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = units.get(raw[-1:], 1)
+    number = raw[:-1] if raw[-1:] in units else raw
+    try:
+        value = int(float(number) * scale)
+    except ValueError:
+        raise IotwinError(f"--size '{text}': expected bytes like 1073741824, 512M or 4G") from None
+    if value <= 0:
+        raise IotwinError(f"--size '{text}': must be positive")
+    return value
+
+
+EngineOpt = Annotated[
+    str | None,
+    typer.Option("--engine", help="io_uring (default where available) or threads."),
+]
+
+
+def _run_common(
+    source,
+    target: Path,
+    *,
+    duration: str | None,
+    requests: int | None,
+    intensity: float = 1.0,
+    compress: float = 1.0,
+    seed: int = 0,
+    direct: bool | None,
+    engine: str | None,
+    mode: str,
+    iodepth: int | None,
+    max_inflight: int,
+    json_out: Path | None,
+    record: Path | None,
+    size: str | None,
+    allow_device: bool,
+    destructive: bool,
+    force: bool,
+) -> None:
+    import json
+
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from . import engine as eng
+    from .source import atomic_output
+    from .trace import write_trace
+
+    opts = eng.RunOptions(
+        requests=requests,
+        duration_s=parse_duration(duration, "--duration") if duration else None,
+        intensity=intensity,
+        compress=compress,
+        seed=seed,
+        direct=direct,
+        engine=engine,
+        mode=mode,
+        iodepth=iodepth,
+        max_inflight=max_inflight,
+        size=_parse_size(size),
+        allow_device=allow_device,
+        destructive=destructive,
+        force=force,
+        record=record is not None,
+    )
+    fill_bar: list = []
+
+    def on_fill(done: int, total: int) -> None:
+        if not fill_bar:
+            bar = Progress(
+                "[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                TransferSpeedColumn(), console=err_console, transient=True,
+            )  # fmt: skip
+            bar.start()
+            fill_bar.append((bar, bar.add_task(f"writing {target}", total=total)))
+        bar, task = fill_bar[0]
+        bar.update(task, completed=done)
+        if done >= total:
+            bar.stop()
+
+    last: list = [None]
+    with err_console.status("starting ...") as status:
+
+        def on_progress(p: dict) -> None:
+            status.update(eng.progress_line(p, last[0]))
+            last[0] = p
+
+        result = eng.run(
+            source, target, opts, on_progress=on_progress, on_fill=on_fill,
+            warn=lambda m: err_console.print(f"[yellow]warning:[/yellow] {m}"),
+        )  # fmt: skip
+    eng.render(result, console)
+    if json_out is not None:
+        with atomic_output(json_out) as tmp:
+            tmp.write_text(json.dumps(eng.result_json(result), indent=1) + "\n")
+    if record is not None:
+        write_trace(eng.record_trace(result), record)
+        console.print(f"[green]recorded[/green] {record}")
+    if result["partial"]:
+        raise typer.Exit(code=130)
+
+
+TargetOpt = Annotated[
+    Path, typer.Option("--target", help="File (created, fully written) or block device.")
+]
+DurationOpt = Annotated[
+    str | None, typer.Option("--duration", help="Run length (60, 10m); default 60 s for a model.")
+]
+RequestsOpt = Annotated[int | None, typer.Option("--requests", help="Requests in all.")]
+DirectOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--direct/--buffered",
+        help="O_DIRECT (default where the filesystem supports it) or the page cache.",
+    ),
+]
+ModeOpt = Annotated[
+    str, typer.Option("--mode", help="open (the schedule) or closed (exactly --iodepth in flight).")
+]
+IodepthOpt = Annotated[
+    int | None, typer.Option("--iodepth", help="Closed mode: requests in flight.")
+]
+MaxInflightOpt = Annotated[
+    int, typer.Option("--max-inflight", help="Open mode: requests in flight at most.")
+]
+JsonOutOpt = Annotated[Path | None, typer.Option("--json", help="Write the result as JSON here.")]
+RecordOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--record", help="Write what was issued (issue, completion) as a canonical trace."
+    ),
+]
+SizeOpt = Annotated[
+    str | None, typer.Option("--size", help="Target size (bytes, 512M, 4G); default the capacity.")
+]
+AllowDeviceOpt = Annotated[
+    bool, typer.Option("--allow-device", help="Allow a block device as the target.")
+]
+DestructiveOpt = Annotated[
+    bool, typer.Option("--destructive", help="Allow writing to a block device.")
+]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Run on a device even if mounted or holding a filesystem.")
+]
+
+
+@app.command()
+def run(
+    model: Annotated[Path, typer.Argument(help="Model JSON.")],
+    target: TargetOpt,
+    duration: DurationOpt = None,
+    requests: RequestsOpt = None,
+    intensity: Annotated[float, typer.Option("--intensity", help="Rate multiplier.")] = 1.0,
+    compress: Annotated[
+        float, typer.Option("--compress", help="Fluctuation phases this many times shorter.")
+    ] = 1.0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Random seed (same seed, same schedule).")
+    ] = 0,
+    direct: DirectOpt = None,
+    engine: EngineOpt = None,
+    mode: ModeOpt = "open",
+    iodepth: IodepthOpt = None,
+    max_inflight: MaxInflightOpt = 1024,
+    json_out: JsonOutOpt = None,
+    record: RecordOpt = None,
+    size: SizeOpt = None,
+    allow_device: AllowDeviceOpt = False,
+    destructive: DestructiveOpt = False,
+    force: ForceOpt = False,
+) -> None:
+    """Run a model as timed I/O on a file or device (open loop on an absolute schedule)."""
+    from .model import Model
+
+    _run_common(
+        Model.load(model), target, duration=duration, requests=requests, intensity=intensity,
+        compress=compress, seed=seed, direct=direct, engine=engine, mode=mode, iodepth=iodepth,
+        max_inflight=max_inflight, json_out=json_out, record=record, size=size,
+        allow_device=allow_device, destructive=destructive, force=force,
+    )  # fmt: skip
+
+
+@app.command()
+def replay(
+    trace: Annotated[Path, typer.Argument(help="Trace (any format or canonical Parquet).")],
+    target: TargetOpt,
+    duration: Annotated[
+        str | None, typer.Option("--duration", help="Replay only this much of the trace.")
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", help="Replay only the first N requests.")
+    ] = None,
+    direct: DirectOpt = None,
+    engine: EngineOpt = None,
+    mode: ModeOpt = "open",
+    iodepth: IodepthOpt = None,
+    max_inflight: MaxInflightOpt = 1024,
+    json_out: JsonOutOpt = None,
+    record: RecordOpt = None,
+    size: SizeOpt = None,
+    allow_device: AllowDeviceOpt = False,
+    destructive: DestructiveOpt = False,
+    force: ForceOpt = False,
+    format: FormatOpt = None,
+) -> None:
+    """Replay a trace's own addresses and timing on a file or device."""
+    t = _load(trace, format, None)
+    _run_common(
+        t, target, duration=duration, requests=requests, direct=direct, engine=engine,
+        mode=mode, iodepth=iodepth, max_inflight=max_inflight, json_out=json_out,
+        record=record, size=size, allow_device=allow_device, destructive=destructive,
+        force=force,
+    )  # fmt: skip
+
+
+export_app = typer.Typer(help="Export a model or trace for other tools.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("fio-iolog")
+def export_fio_iolog(
+    source: Annotated[Path, typer.Argument(help="Model JSON or trace.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="fio iolog (v3) to write.")],
+    requests: Annotated[
+        int | None,
+        typer.Option("--requests", help="Requests (default: the model's count, or the trace)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed, as for run.")] = 0,
+    intensity: Annotated[float, typer.Option("--intensity", help="Rate multiplier.")] = 1.0,
+    size: SizeOpt = None,
+    direct: Annotated[
+        bool,
+        typer.Option("--direct/--buffered", help="Align to 4 KiB as a direct run does."),
+    ] = True,
+) -> None:
+    """A fio iolog v3 of the schedule iotwin runs (replay with fio --read_iolog and
+    --replay_redirect=PATH)."""
+    from . import engine as eng
+    from .model import Model
+    from .trace import is_canonical_parquet
+
+    if source.suffix == ".json" and not is_canonical_parquet(source):
+        src = Model.load(source)
+    else:
+        src = _load(source, None, None)
+    with err_console.status("building the schedule ..."):
+        df, target = eng.schedule_for_export(
+            src, requests, size=_parse_size(size), direct=direct, seed=seed, intensity=intensity
+        )
+        eng.write_fio_iolog(df, output)
+    console.print(
+        f"[green]wrote[/green] {output}: {df.height:,} requests for a {target:,}-byte target "
+        f"(fio --read_iolog={output} --replay_redirect=TARGET)"
+    )
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -227,15 +227,60 @@ impl Sampler {
         let counts = self.requests_per_stream(p);
         let mut parts: Vec<StreamPart> = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
-            let mut rng =
-                Pcg64Mcg::seed_from_u64(p.seed ^ (s.id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let quotas = self.window_quotas(s, p, n);
             let n = quotas.iter().map(|q| q.2).sum::<u64>();
-            let (reqs, gaps) = self.walk(s, n, p.uniform, &mut rng);
+            let mut st = self.walk_state(s, n, p.seed);
+            let (mut reqs, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
+            self.walk(s, &mut st, n, p.uniform, &mut reqs, &mut gaps);
             let times = place_times(&quotas, &gaps, p.intensity);
             parts.push((times, reqs, s.id));
         }
         merge_streams(parts)
+    }
+
+    /// The same requests as `generate`, in the same order, produced on the fly: each stream
+    /// walks one fluctuation window at a time and the streams are merged by time, so memory
+    /// holds one window per stream instead of the whole trace.
+    pub fn stream(self, p: SynthParams) -> Synth {
+        let counts = self.requests_per_stream(&p);
+        let mut cursors = Vec::with_capacity(self.streams.len());
+        for (s, &n) in self.streams.iter().zip(&counts) {
+            let quotas = self.window_quotas(s, &p, n);
+            let n = quotas.iter().map(|q| q.2).sum::<u64>();
+            cursors.push(Cursor {
+                st: self.walk_state(s, n, p.seed),
+                quotas,
+                window: 0,
+                placed: 0,
+                times: Vec::new(),
+                reqs: Vec::new(),
+                gaps: Vec::new(),
+                pos: 0,
+                index: 0,
+            });
+        }
+        let mut synth = Synth {
+            sampler: self,
+            params: p,
+            cursors,
+            heap: std::collections::BinaryHeap::new(),
+            t0: 0,
+        };
+        for k in 0..synth.cursors.len() {
+            synth.push_head(k);
+        }
+        synth.t0 = synth.heap.peek().map(|h| h.0 .0).unwrap_or(0);
+        synth
+    }
+
+    fn walk_state(&self, s: &StreamModel, n: u64, seed: u64) -> WalkState {
+        WalkState {
+            rng: Pcg64Mcg::seed_from_u64(seed ^ (s.id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            budget: s.initial.clone(),
+            cur: None,
+            reref: (s.reuse_total > 0).then(|| Reref::new(n as usize)),
+            i: 0,
+        }
     }
 
     /// Requests per stream: exact shares of `requests` by weight (largest remainder), or
@@ -319,27 +364,32 @@ impl Sampler {
         out
     }
 
-    /// The Markov walk: n requests as (op, offset, size) with their raw inter-arrival gaps.
+    /// The Markov walk: the next n requests as (op, offset, size) with their raw
+    /// inter-arrival gaps, continuing from `st` (walking in pieces gives the same requests).
     fn walk(
         &self,
         s: &StreamModel,
+        st: &mut WalkState,
         n: u64,
         uniform: bool,
-        rng: &mut Pcg64Mcg,
-    ) -> (Vec<Request>, Vec<f64>) {
-        let mut reqs = Vec::with_capacity(n as usize);
-        let mut gaps = Vec::with_capacity(n as usize);
-        let mut reref = (s.reuse_total > 0).then(|| Reref::new(n as usize));
-        let mut budget = s.initial.clone();
-        let mut cur: Option<(u64, u64)> = None; // (leaf, end) of the previous request
-        for i in 0..n {
+        reqs: &mut Vec<Request>,
+        gaps: &mut Vec<f64>,
+    ) {
+        let WalkState {
+            rng,
+            budget,
+            cur,
+            reref,
+            i,
+        } = st;
+        for _ in 0..n {
             if budget.all.prefix(budget.all.len()) == 0 {
-                budget = s.initial.clone(); // a full pass is done: start the next one
+                *budget = s.initial.clone(); // a full pass is done: start the next one
             }
-            let (cat, target, gap) = match (i, cur, s.first) {
+            let (cat, target, gap) = match (*i, *cur, s.first) {
                 (0, _, Some((leaf, c))) => (c, leaf, 0.0),
-                (_, Some((leaf, _)), _) => self.step(s, &mut budget, leaf, rng),
-                _ => self.teleport(s, &mut budget, rng),
+                (_, Some((leaf, _)), _) => self.step(s, budget, leaf, rng),
+                _ => self.teleport(s, budget, rng),
             };
             let (offset, size) = if uniform {
                 (self.uniform_offset(s, cat.size, rng), cat.size)
@@ -348,13 +398,13 @@ impl Sampler {
                 self.place(s, &cat, target, prev_end, reref.as_mut(), rng)
             };
             if let Some(r) = reref.as_mut() {
-                r.touch(i as usize, offset, self.tree.leaf_of(offset));
+                r.touch(*i as usize, offset, self.tree.leaf_of(offset));
             }
-            cur = Some((self.tree.leaf_of(offset), offset + size as u64));
+            *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
             reqs.push((cat.op, offset, size));
             gaps.push(gap);
+            *i += 1;
         }
-        (reqs, gaps)
     }
 
     /// One transition from `leaf`: (category, target leaf, gap).
@@ -649,18 +699,134 @@ fn place_times(quotas: &[(f64, f64, u64)], gaps: &[f64], intensity: f64) -> Vec<
             continue;
         }
         let window = &gaps[i..(i + q).min(gaps.len())];
-        let mean = window.iter().sum::<f64>() / window.len().max(1) as f64;
-        let total: f64 = window.iter().sum::<f64>() + mean;
-        let mut acc = 0.0;
-        for (j, g) in window.iter().enumerate() {
-            // the stream's very first request opens its window; later ones follow their gap
-            acc += if i + j == 0 { 0.0 } else { *g };
-            let frac = if total > 0.0 { acc / total } else { 0.0 };
-            times.push(((start + frac * len) / intensity.max(1e-12)).round() as i64);
-        }
+        place_window(start, len, window, i == 0, intensity, &mut times);
         i += window.len();
     }
     times
+}
+
+/// One window's request times from its gaps; the stream's very first request opens its
+/// window, later ones follow their gap.
+fn place_window(
+    start: f64,
+    len: f64,
+    window: &[f64],
+    first: bool,
+    intensity: f64,
+    times: &mut Vec<i64>,
+) {
+    let mean = window.iter().sum::<f64>() / window.len().max(1) as f64;
+    let total: f64 = window.iter().sum::<f64>() + mean;
+    let mut acc = 0.0;
+    for (j, g) in window.iter().enumerate() {
+        acc += if first && j == 0 { 0.0 } else { *g };
+        let frac = if total > 0.0 { acc / total } else { 0.0 };
+        times.push(((start + frac * len) / intensity.max(1e-12)).round() as i64);
+    }
+}
+
+/// A stream's walk between windows.
+struct WalkState {
+    rng: Pcg64Mcg,
+    budget: Budgets,
+    cur: Option<(u64, u64)>,
+    reref: Option<Reref>,
+    i: u64,
+}
+
+/// One stream of a streaming synthesis: its windows and the current window's requests.
+struct Cursor {
+    st: WalkState,
+    quotas: Vec<(f64, f64, u64)>,
+    window: usize,
+    placed: usize,
+    times: Vec<i64>,
+    reqs: Vec<Request>,
+    gaps: Vec<f64>,
+    pos: usize,
+    index: u64,
+}
+
+/// One synthesized request: (time since the first request, stream, op, offset, size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synthesized {
+    pub ts_ns: i64,
+    pub stream: u32,
+    pub op: u8,
+    pub offset: u64,
+    pub size: u32,
+}
+
+/// Requests of a model in time order, generated window by window (see `Sampler::stream`).
+pub struct Synth {
+    sampler: Sampler,
+    params: SynthParams,
+    cursors: Vec<Cursor>,
+    /// (time, stream position, index within the stream): the order of `merge_streams`.
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(i64, u32, u64)>>,
+    t0: i64,
+}
+
+impl Synth {
+    /// Queues stream k's next request, walking its next non-empty window when needed.
+    fn push_head(&mut self, k: usize) {
+        let c = &mut self.cursors[k];
+        while c.pos >= c.reqs.len() {
+            let Some(&(start, len, q)) = c.quotas.get(c.window) else {
+                return;
+            };
+            c.window += 1;
+            if q == 0 {
+                continue;
+            }
+            c.reqs.clear();
+            c.gaps.clear();
+            c.times.clear();
+            c.pos = 0;
+            let s = &self.sampler.streams[k];
+            self.sampler.walk(
+                s,
+                &mut c.st,
+                q,
+                self.params.uniform,
+                &mut c.reqs,
+                &mut c.gaps,
+            );
+            place_window(
+                start,
+                len,
+                &c.gaps,
+                c.placed == 0,
+                self.params.intensity,
+                &mut c.times,
+            );
+            c.placed += c.reqs.len();
+        }
+        self.heap
+            .push(std::cmp::Reverse((c.times[c.pos], k as u32, c.index)));
+    }
+}
+
+impl Iterator for Synth {
+    type Item = Synthesized;
+
+    fn next(&mut self) -> Option<Synthesized> {
+        let std::cmp::Reverse((t, k, _)) = self.heap.pop()?;
+        let k = k as usize;
+        let c = &mut self.cursors[k];
+        let (op, offset, size) = c.reqs[c.pos];
+        c.pos += 1;
+        c.index += 1;
+        let stream = self.sampler.streams[k].id;
+        self.push_head(k);
+        Some(Synthesized {
+            ts_ns: t - self.t0,
+            stream,
+            op,
+            offset,
+            size,
+        })
+    }
 }
 
 /// Merges the streams' requests by time (stable: ties keep stream order), times from 0.
@@ -922,6 +1088,30 @@ mod tests {
         let mut other = params(500);
         other.seed = 8;
         assert_ne!(s.generate(&params(500)).offset, s.generate(&other).offset);
+    }
+
+    #[test]
+    fn streaming_gives_the_generated_trace() {
+        for (levels, flat) in [(2, false), (1, true)] {
+            let s = Sampler::from_json(&fitted(levels, flat)).unwrap();
+            for p in [
+                params(1500),
+                SynthParams {
+                    requests: None,
+                    duration_ns: Some(3_000_000),
+                    intensity: 1.5,
+                    ..params(0)
+                },
+            ] {
+                let whole = s.generate(&p);
+                let mut c = Columns::default();
+                for r in s.clone().stream(p) {
+                    c.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+                }
+                assert!(c.len() > 100);
+                assert_eq!(c, whole);
+            }
+        }
     }
 
     #[test]

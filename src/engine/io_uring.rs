@@ -1,0 +1,178 @@
+//! The primary Linux backend: io_uring (the `io-uring` crate). One submission system call
+//! per request, so the issue time is the moment the kernel gets it; waits for completions
+//! with a timeout (IORING_ENTER_EXT_ARG) so pacing and reaping share one wait.
+
+use super::{Backend, Done, DIRECT_ALIGN};
+use io_uring::{opcode, types, IoUring};
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::time::Duration;
+
+/// A heap buffer aligned for O_DIRECT, filled with a non-zero pattern (what writes write).
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain owned memory; only one user touches it at a time.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> AlignedBuf {
+        let mut b = AlignedBuf {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+        };
+        b.ensure(len);
+        b
+    }
+
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len.max(1), DIRECT_ALIGN as usize)
+            .expect("valid buffer layout")
+    }
+
+    /// Grows the buffer to at least `len` bytes (contents: the pattern).
+    pub fn ensure(&mut self, len: usize) {
+        if len <= self.len && !self.ptr.is_null() {
+            return;
+        }
+        let len = len.max(DIRECT_ALIGN as usize).next_power_of_two();
+        self.free();
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(Self::layout(len)) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(Self::layout(len));
+        }
+        // SAFETY: ptr points to len writable bytes.
+        let s = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        for (i, b) in s.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(31).wrapping_add(0x5A) | 1;
+        }
+        self.ptr = ptr;
+        self.len = len;
+    }
+
+    pub fn slice_mut(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.len);
+        // SAFETY: ptr points to self.len initialised bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+
+    fn free(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: allocated with this layout in `ensure`.
+            unsafe { std::alloc::dealloc(self.ptr, Self::layout(self.len)) };
+            self.ptr = std::ptr::null_mut();
+            self.len = 0;
+        }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+pub struct Uring {
+    ring: IoUring,
+    file: File,
+    bufs: Vec<AlignedBuf>,
+    inflight: usize,
+}
+
+impl Uring {
+    pub fn new(file: File, slots: usize, _direct: bool) -> io::Result<Uring> {
+        let entries = (slots.max(1) as u32).next_power_of_two().min(32768);
+        let ring = IoUring::builder()
+            .setup_cqsize(entries * 2)
+            .build(entries)?;
+        if !ring.params().is_feature_ext_arg() {
+            return Err(io::Error::other(
+                "the kernel lacks IORING_FEAT_EXT_ARG (5.11+)",
+            ));
+        }
+        Ok(Uring {
+            ring,
+            file,
+            bufs: (0..slots).map(|_| AlignedBuf::new(0)).collect(),
+            inflight: 0,
+        })
+    }
+}
+
+impl Backend for Uring {
+    fn submit(&mut self, slot: usize, op: u8, offset: u64, size: u32) -> io::Result<()> {
+        let fd = types::Fd(self.file.as_raw_fd());
+        let buf = &mut self.bufs[slot];
+        buf.ensure(size as usize);
+        let ptr = buf.slice_mut(size as usize).as_mut_ptr();
+        let sqe = match op {
+            0 => opcode::Read::new(fd, ptr, size).offset(offset).build(),
+            1 => opcode::Write::new(fd, ptr, size).offset(offset).build(),
+            _ => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
+        }
+        .user_data(slot as u64);
+        // SAFETY: the buffer lives in self.bufs[slot] and is not touched again until the
+        // slot's completion is reaped (the engine frees a slot only then).
+        unsafe {
+            while self.ring.submission().push(&sqe).is_err() {
+                self.ring.submit()?;
+            }
+        }
+        loop {
+            match self.ring.submit() {
+                Ok(_) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::yield_now();
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.inflight += 1;
+        Ok(())
+    }
+
+    fn reap(&mut self, wait: Option<Duration>, out: &mut Vec<Done>) -> io::Result<()> {
+        if let Some(w) = wait {
+            if self.ring.completion().is_empty() && self.inflight > 0 {
+                let ts = types::Timespec::from(w);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                match self.ring.submitter().submit_with_args(1, &args) {
+                    Ok(_) => {}
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        for cqe in self.ring.completion() {
+            self.inflight -= 1;
+            out.push(Done {
+                slot: cqe.user_data() as usize,
+                res: cqe.result() as i64,
+                issue_ns: None,
+                done_ns: None,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        // buffers must outlive the kernel's use of them
+        while self.inflight > 0 {
+            let mut v = Vec::new();
+            if self.reap(Some(Duration::from_millis(100)), &mut v).is_err() {
+                break;
+            }
+        }
+    }
+}

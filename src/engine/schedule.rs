@@ -1,0 +1,233 @@
+//! Pacing: requests leave at absolute deadlines (start + scheduled time), never relative to
+//! the previous one, so a late request does not shift the ones after it. Waiting is a coarse
+//! wait on the backend's completions (which are reaped meanwhile) until `SPIN_NS` before the
+//! deadline, then a busy-wait, so lateness stays in microseconds.
+
+use super::stats::{RunResult, Timed};
+use super::{Backend, Clock, Config, Done, Mode, Progress, Source};
+use crate::model::sample::Synthesized;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The last stretch before a deadline is busy-waited.
+pub const SPIN_NS: i64 = 50_000;
+/// How long one wait for completions lasts at most (the stop flag is checked in between).
+const MAX_WAIT_NS: i64 = 20_000_000;
+
+/// A request in flight.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    sched_ns: i64,
+    issue_ns: i64,
+    stream: u32,
+    op: u8,
+    offset: u64,
+    size: u32,
+}
+
+struct Driver<'a> {
+    backend: &'a mut dyn Backend,
+    clock: Clock,
+    progress: &'a Progress,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    done: Vec<Done>,
+    result: RunResult,
+}
+
+impl Driver<'_> {
+    fn inflight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Reaps completions, waiting up to `wait` for the first.
+    fn reap(&mut self, wait: Option<Duration>) -> Result<(), String> {
+        self.done.clear();
+        let mut done = std::mem::take(&mut self.done);
+        self.backend
+            .reap(wait, &mut done)
+            .map_err(|e| format!("waiting for completions: {e}"))?;
+        let now = self.clock.now_ns();
+        for d in &done {
+            let Some(s) = self.slots[d.slot].take() else {
+                continue;
+            };
+            self.free.push(d.slot);
+            let t = Timed {
+                sched_ns: s.sched_ns,
+                issue_ns: d.issue_ns.unwrap_or(s.issue_ns),
+                done_ns: d.done_ns.unwrap_or(now),
+                stream: s.stream,
+                op: s.op,
+                offset: s.offset,
+                size: s.size,
+                res: d.res,
+            };
+            self.result.add(&t);
+            let p = self.progress;
+            p.completed.fetch_add(1, Ordering::Relaxed);
+            if d.res >= 0 {
+                p.bytes.fetch_add(s.size as u64, Ordering::Relaxed);
+            } else {
+                p.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            p.max_late_ns
+                .fetch_max(t.issue_ns - t.sched_ns, Ordering::Relaxed);
+        }
+        self.done = done;
+        self.progress
+            .elapsed_ns
+            .store(self.clock.now_ns(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Waits until `deadline` (ns since start), reaping completions meanwhile. Returns
+    /// false when asked to stop.
+    fn wait_until(&mut self, deadline: i64) -> Result<bool, String> {
+        loop {
+            if self.progress.stopping() {
+                return Ok(false);
+            }
+            let left = deadline - self.clock.now_ns();
+            if left <= 0 {
+                return Ok(true);
+            }
+            if left > SPIN_NS {
+                let wait = (left - SPIN_NS).min(MAX_WAIT_NS);
+                if self.inflight() > 0 {
+                    self.reap(Some(Duration::from_nanos(wait as u64)))?;
+                } else {
+                    std::thread::sleep(Duration::from_nanos(wait as u64));
+                }
+            } else {
+                if self.inflight() > 0 {
+                    self.reap(None)?;
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Waits for a free slot. Returns false when asked to stop.
+    fn wait_slot(&mut self) -> Result<bool, String> {
+        while self.free.is_empty() {
+            if self.progress.stopping() {
+                return Ok(false);
+            }
+            self.reap(Some(Duration::from_nanos(MAX_WAIT_NS as u64)))?;
+        }
+        Ok(true)
+    }
+
+    fn issue(&mut self, r: &Synthesized, sched_ns: i64) -> Result<(), String> {
+        let slot = self.free.pop().expect("a free slot");
+        let issue_ns = self.clock.now_ns();
+        self.slots[slot] = Some(Slot {
+            sched_ns,
+            issue_ns,
+            stream: r.stream,
+            op: r.op,
+            offset: r.offset,
+            size: r.size,
+        });
+        self.backend
+            .submit(slot, r.op, r.offset, r.size)
+            .map_err(|e| format!("submitting I/O: {e}"))?;
+        self.progress.issued.fetch_add(1, Ordering::Relaxed);
+        self.result.max_inflight_seen = self.result.max_inflight_seen.max(self.inflight());
+        Ok(())
+    }
+
+    fn drain(&mut self) -> Result<(), String> {
+        while self.inflight() > 0 {
+            self.reap(Some(Duration::from_nanos(MAX_WAIT_NS as u64)))?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `source` against the backend in the configured mode.
+pub fn drive(
+    cfg: &Config,
+    source: Source,
+    backend: &mut dyn Backend,
+    clock: Clock,
+    progress: &Progress,
+) -> Result<RunResult, String> {
+    let n = match cfg.mode {
+        Mode::Open => cfg.max_inflight.max(1),
+        Mode::Closed { iodepth } => iodepth.max(1),
+    };
+    let mut d = Driver {
+        backend,
+        clock,
+        progress,
+        slots: vec![None; n],
+        free: (0..n).rev().collect(),
+        done: Vec::new(),
+        result: RunResult::new(cfg.record),
+    };
+    // the schedule starts a moment after the engine is ready, so the first requests are not
+    // late because of setup
+    let start = clock.now_ns() + 1_000_000;
+    d.result.origin_ns = start;
+    let mut stopped = false;
+    for r in source {
+        if r.op == 3 {
+            d.result.skipped += 1; // trim: not issued
+            continue;
+        }
+        let Some((offset, size)) = cfg.mapper.map(r.offset, r.size) else {
+            return Err("the target is smaller than one block".into());
+        };
+        let r = Synthesized {
+            offset,
+            size: if r.op == 2 { 0 } else { size },
+            ..r
+        };
+        let sched = match cfg.mode {
+            Mode::Open => {
+                let sched = start + r.ts_ns;
+                if !d.wait_until(sched)? || !d.wait_slot()? {
+                    stopped = true;
+                    break;
+                }
+                sched
+            }
+            Mode::Closed { .. } => {
+                if !d.wait_slot()? {
+                    stopped = true;
+                    break;
+                }
+                if let Some(limit) = cfg.duration_ns {
+                    if d.clock.now_ns() - start >= limit {
+                        break;
+                    }
+                }
+                d.clock.now_ns()
+            }
+        };
+        d.issue(&r, sched)?;
+        if d.inflight() > 0 && matches!(cfg.mode, Mode::Open) {
+            d.reap(None)?;
+        }
+    }
+    d.drain()?;
+    let mut result = d.result;
+    result.partial = stopped || progress.stopping();
+    // times from the schedule's start
+    shift(&mut result, start);
+    Ok(result)
+}
+
+/// Makes every time relative to the schedule's start.
+fn shift(r: &mut RunResult, start: i64) {
+    r.elapsed_ns = (r.elapsed_ns - start).max(0);
+    if let Some(rec) = r.record.as_mut() {
+        for v in [&mut rec.sched_ns, &mut rec.issue_ns, &mut rec.done_ns] {
+            for t in v.iter_mut() {
+                *t -= start;
+            }
+        }
+    }
+}
