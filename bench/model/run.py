@@ -557,7 +557,7 @@ def report(n: int, about: str, times: dict[str, dict[str, Any]], splits: dict[st
 
 
 def findings(n: int, pn: int, times: dict[str, dict[str, Any]], splits: dict[str, float]) -> str:
-    """Findings computed from the profile splits (plus what `perf record` showed)."""
+    """Findings computed from the profile splits of this run."""
     if "fit: core, re-references on" not in splits:
         return ""
     on, off = splits["fit: core, re-references on"], splits["fit: core, re-references off"]
@@ -575,19 +575,17 @@ def findings(n: int, pn: int, times: dict[str, dict[str, Any]], splits: dict[str
   the re-reference extension (stack distances; the core with minus without it) takes {on - off:.2f} s
   ({(on - off) / on:.0%}), and counting + finalising {off:.2f} s. JSON parse + schema check of
   the {splits["fit: model JSON MiB"]:.1f} MiB model add {check:.2f} s, loading the Parquet
-  {splits["fit: load Parquet"]:.2f} s. `perf record`: `Fitter::update`, `stack_distances` and
-  hash-map inserts (per-request `FxHashMap` updates of leaf visits, windows, transitions)
-  lead. The goal (20M records/s) allows {n / FIT_GOAL:.2f} s for {count(n)} records.
+  {splits["fit: load Parquet"]:.2f} s. Counting does several hash-map updates per request (leaf
+  visits, windows, transitions, categories, inter-arrival histograms). The goal (20M records/s)
+  allows {n / FIT_GOAL:.2f} s for {count(n)} records.
 - synth: sampling is {syn["sample"] / syn["work"]:.0%} of synth + Parquet
   ({syn["sample"]:.1f} s of {syn["work"]:.1f} s at {count(n)}); DataFrame + Parquet
   write only {syn["write"]:.2f} s.
 - synth: re-references dominate: at {count(pn)} requests the core takes {s_on:.2f} s with
   the default model, {s_off:.2f} s with a model fitted without re-references
   ({s_on / s_off:.0f}x), and the default model's cost {growth}:
-  {per_pn:.2f} us/request at {count(pn)}, {per_n:.2f} us/request at {count(n)}. `perf record` puts the time in `Sampler::generate` (inlined)
-  and `__udivti3` (u128 division in `Tree::leaf_of`), consistent with `Reref::pick`
-  probing up to 2 x 1024 stack positions (`Fenwick::find_kth` + `leaf_of` each) per
-  re-reference while looking for a block in the target leaf.
+  {per_pn:.2f} us/request at {count(pn)}, {per_n:.2f} us/request at {count(n)} (the LRU stack
+  of the stream's history: Fenwick tree and per-leaf position sets, O(log n) per request).
 """
 
 
