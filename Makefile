@@ -60,7 +60,9 @@ demo: setup
 	$(VENV)/bin/iotwin synth $(OUT)/model.json -o $(OUT)/twin.parquet --seed 1
 	$(VENV)/bin/iotwin validate $(SAMPLE) $(OUT)/twin.parquet
 	$(VENV)/bin/iotwin validate $(SAMPLE) $(OUT)/twin.parquet --json > $(OUT)/validation.json
-	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json"
+	$(VENV)/bin/iotwin run $(OUT)/model.json --target $(OUT)/target.img --duration 5 --json $(OUT)/run.json --record $(OUT)/run.parquet
+	@rm -f $(OUT)/target.img
+	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json, run.json, run.parquet"
 
 clean:
 	rm -rf target $(VENV) out
