@@ -433,8 +433,7 @@ fn fit_model<'py>(
     let groups = group_buf.as_ref().map(buffer_slice).transpose()?;
     let doc = py.detach(|| {
         let reuse = reref.then(|| stats::stack_distances(st, off, 4096));
-        let mut fitter = stats::Fitter::new(config);
-        fitter.update(ts, st, o, off, sz, reuse.as_deref(), groups);
+        let fitter = stats::fit_parallel(config, ts, st, o, off, sz, reuse.as_deref(), groups);
         finalize(&fitter, &family, span_ns).to_string()
     });
     Ok(doc)

@@ -184,9 +184,10 @@ impl Iat {
 /// The fitted candidates of each family, in FAMILIES order (None where a family cannot fit).
 pub fn candidates(s: &IatStats) -> Vec<Option<Iat>> {
     let n = s.count as f64;
-    let mean = if s.count > 0 { s.sum / n } else { 0.0 };
+    let (sum, sum_sq) = (s.sum as f64, s.sum_sq as f64);
+    let mean = if s.count > 0 { sum / n } else { 0.0 };
     let var = if s.count > 1 {
-        ((s.sum_sq - s.sum * s.sum / n) / (n - 1.0)).max(0.0)
+        ((sum_sq - sum * sum / n) / (n - 1.0)).max(0.0)
     } else {
         0.0
     };
@@ -221,8 +222,8 @@ fn fit_gamma(s: &IatStats, mean: f64) -> Option<Iat> {
     if s.positive < 2 || mean <= 0.0 || s.positive != s.count {
         return None;
     }
-    let ln_mean = (s.sum / s.positive as f64).ln();
-    let mean_ln = s.sum_log / s.positive as f64;
+    let ln_mean = (s.sum as f64 / s.positive as f64).ln();
+    let mean_ln = s.sum_log() / s.positive as f64;
     let sdiff = ln_mean - mean_ln;
     if sdiff <= 1e-12 {
         return None;
