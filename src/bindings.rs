@@ -725,6 +725,8 @@ impl EngineRun {
             rd.set_item("op", vec_bytes(py, &rec.op))?;
             rd.set_item("offset", vec_bytes(py, &rec.offset))?;
             rd.set_item("size", vec_bytes(py, &rec.size))?;
+            rd.set_item("target_offset", vec_bytes(py, &rec.target_offset))?;
+            rd.set_item("target_size", vec_bytes(py, &rec.target_size))?;
             d.set_item("record", rd)?;
         }
         Ok(d)

@@ -28,8 +28,10 @@ from iotwin.errors import IotwinError
 from iotwin.ingest import load_trace
 from iotwin.model import Model, fit
 from iotwin.trace import Trace, TraceMeta, read_parquet_trace, write_trace
+from iotwin.validate import validate
 
 CAPACITY = 16 << 20
+SHARED = Path(os.environ.get("IOTWIN_SHARED", "/work/shared"))
 ENGINES = ["threads"] + (["io_uring"] if _core.io_uring_available() else [])
 
 
@@ -172,7 +174,7 @@ def test_direct_io_aligns_everything(tmp_path: Path) -> None:
         eng.RunOptions(direct=True, record=True),
     )
     assert r["direct"] and r["total"]["errors"] == 0
-    rec = eng.record_trace(r).df
+    rec = eng.record_trace(r, space="target").df
     assert (rec["offset"] % 4096 == 0).all() and (rec["size"] % 4096 == 0).all()
     assert (rec["offset"] + rec["size"].cast(pl.UInt64)).max() <= 1 << 20
 
@@ -326,10 +328,54 @@ def test_run_matches_export_schedule(tmp_path: Path, model_1k: Model) -> None:
         tmp_path / "t.bin",
         eng.RunOptions(requests=300, direct=False, record=True, mode="closed", iodepth=1),
     )
-    rec = eng.record_trace(r).df
+    rec = eng.record_trace(r, space="target").df
     sched, _ = eng.schedule_for_export(model_1k, 300, direct=False)
     for c in ("op", "offset", "size", "stream"):
         assert np.array_equal(rec[c].to_numpy(), sched[c].to_numpy()), c
+
+
+# the I/O features validate compares; timing (inter-arrival, lateness) is reported only
+IO_FEATURES = ("read_fraction", "sequential_fraction", "mean_size_bytes", "size_share",
+               "locality_l1", "weight")  # fmt: skip
+
+
+def test_recorded_run_validates_against_synthetic(tmp_path: Path) -> None:
+    """A time-compressed run of a model fitted on a real trace, recorded, passes validate
+    against the model's synthetic trace (same seed) on the I/O features."""
+    vscsi = SHARED / "traces" / "cloudPhysicsIO.vscsi"
+    if not vscsi.exists():
+        pytest.skip(f"{vscsi} is not here")
+    model = fit(load_trace(vscsi), levels=2)
+    path, rec_path = tmp_path / "m.json", tmp_path / "rec.parquet"
+    model.save(path)
+    # 113,872 requests over 7,200 s: intensity 400 runs 20,000 of them in about 4 s
+    n, intensity = 20_000, 400.0
+    args = ["run", str(path), "--target", str(tmp_path / "t.bin"), "--size", "64M"]
+    args += ["--requests", str(n), "--intensity", str(intensity), "--buffered"]
+    out = tmp_path / "r.json"
+    run = CliRunner().invoke(app, [*args, "--record", str(rec_path), "--json", str(out)])
+    assert run.exit_code == 0, run.output
+    rec = read_parquet_trace(rec_path)
+    assert rec.df.height == n
+    # the record holds the model's addresses; the mapping onto the 64 MiB target is kept
+    assert rec.meta.capacity == model.doc["capacity"]
+    assert rec.meta.mapping == {
+        "kind": "proportional", "target": str(tmp_path / "t.bin"), "target_size": 64 << 20,
+        "capacity": model.doc["capacity"], "align": 1,
+    }  # fmt: skip
+    synth = model.synth(requests=n, seed=0, intensity=intensity)
+    metrics = validate(rec, synth)["metrics"]
+    io = {k: m for k, m in metrics.items() if k.split("[")[0] in IO_FEATURES}
+    assert {k.split("[")[0] for k in io} == set(IO_FEATURES)
+    failed = {k: m for k, m in io.items() if not m["pass"]}
+    assert not failed, failed
+    iat = metrics["mean_interarrival_s"]
+    late = json.loads(out.read_text())["total"]["lateness_ns"]
+    print(
+        f"mean inter-arrival: run {iat['original'] * 1e6:.1f} µs, synthetic "
+        f"{iat['synthetic'] * 1e6:.1f} µs ({iat['deviation']:.2%}); lateness p50 "
+        f"{late['p50'] / 1e3:.1f} µs, p99 {late['p99'] / 1e3:.1f} µs"
+    )
 
 
 def test_bad_options(tmp_path: Path, model_1k: Model) -> None:

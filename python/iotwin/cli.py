@@ -590,7 +590,9 @@ JsonOutOpt = Annotated[Path | None, typer.Option("--json", help="Write the resul
 RecordOpt = Annotated[
     Path | None,
     typer.Option(
-        "--record", help="Write what was issued (issue, completion) as a canonical trace."
+        "--record",
+        help="Write what was issued (issue time, service latency) as a canonical trace, in "
+        "the source's addresses (the mapping onto the target is in its metadata).",
     ),
 ]
 SizeOpt = Annotated[

@@ -462,42 +462,61 @@ def _summarize(r: dict[str, Any], names: dict[int, str]) -> None:
     ]
 
 
-def record_trace(result: dict[str, Any]) -> Trace:
+RECORD_COLUMNS = (
+    ("sched_ns", np.int64),
+    ("issue_ns", np.int64),
+    ("done_ns", np.int64),
+    ("stream", np.uint32),
+    ("op", np.uint8),
+    ("offset", np.uint64),
+    ("size", np.uint32),
+    ("target_offset", np.uint64),
+    ("target_size", np.uint32),
+)
+
+
+def record_trace(result: dict[str, Any], space: str = "source") -> Trace:
     """What was issued, as a canonical trace: ts_ns is the actual issue time, latency_ns the
-    service latency (completion - issue)."""
+    service latency (completion - issue).
+
+    `space="source"` (what `--record` writes) keeps the source's own addresses and sizes, so
+    a record validates against the model's synthetic trace; `meta.mapping` says how they map
+    onto the target (proportionally, aligned: `engine::Mapper`). `space="target"` gives the
+    bytes actually touched on the target instead.
+    """
+    if space not in ("source", "target"):
+        raise IotwinError(f"record space '{space}': expected source or target")
     rec = result["record"]
-    arr = {
-        k: np.frombuffer(rec[k], dtype=d)
-        for k, d in (
-            ("sched_ns", np.int64),
-            ("issue_ns", np.int64),
-            ("done_ns", np.int64),
-            ("stream", np.uint32),
-            ("op", np.uint8),
-            ("offset", np.uint64),
-            ("size", np.uint32),
-        )
-    }
+    arr = {k: np.frombuffer(rec[k], dtype=d) for k, d in RECORD_COLUMNS}
     order = np.argsort(arr["issue_ns"], kind="stable")
     issue = arr["issue_ns"][order]
     t0 = int(issue[0]) if issue.size else 0
+    pre = "target_" if space == "target" else ""
     df = pl.DataFrame(
         {
             "ts_ns": issue - t0,
             "stream": arr["stream"][order],
             "op": arr["op"][order],
-            "offset": arr["offset"][order],
-            "size": arr["size"][order],
+            "offset": arr[pre + "offset"][order],
+            "size": arr[pre + "size"][order],
             "latency_ns": (arr["done_ns"] - arr["issue_ns"])[order],
         }
     )
     names = {int(k): v["name"] for k, v in result["streams"].items()}
+    mapping = {
+        "kind": "proportional",
+        "target": result["target"],
+        "target_size": int(result["target_size"]),
+        "capacity": int(result["capacity"]),
+        "align": BLOCK if result["direct"] else 1,
+    }
     meta = TraceMeta(
         source=f"iotwin run on {result['target']}",
         format="iotwin-run",
         stream_by="stream",
-        capacity=int(result["target_size"]),
+        capacity=int(result["target_size" if space == "target" else "capacity"]),
         streams=names,
+        mapping=mapping,
     )
     return Trace(df, meta)
 

@@ -19,8 +19,9 @@ const MAX_WAIT_NS: i64 = 20_000_000;
 struct Slot {
     sched_ns: i64,
     issue_ns: i64,
-    stream: u32,
-    op: u8,
+    /// The source's request, before mapping.
+    req: Synthesized,
+    /// Where it goes on the target.
     offset: u64,
     size: u32,
 }
@@ -57,11 +58,13 @@ impl Driver<'_> {
                 sched_ns: s.sched_ns,
                 issue_ns: d.issue_ns.unwrap_or(s.issue_ns),
                 done_ns: d.done_ns.unwrap_or(now),
-                stream: s.stream,
-                op: s.op,
+                stream: s.req.stream,
+                op: s.req.op,
                 offset: s.offset,
                 size: s.size,
                 res: d.res,
+                model_offset: s.req.offset,
+                model_size: s.req.size,
             };
             self.result.add(&t);
             let p = self.progress;
@@ -119,19 +122,25 @@ impl Driver<'_> {
         Ok(true)
     }
 
-    fn issue(&mut self, r: &Synthesized, sched_ns: i64) -> Result<(), String> {
+    /// Issues the source's request `req` at (`offset`, `size`) on the target.
+    fn issue(
+        &mut self,
+        req: &Synthesized,
+        offset: u64,
+        size: u32,
+        sched_ns: i64,
+    ) -> Result<(), String> {
         let slot = self.free.pop().expect("a free slot");
         let issue_ns = self.clock.now_ns();
         self.slots[slot] = Some(Slot {
             sched_ns,
             issue_ns,
-            stream: r.stream,
-            op: r.op,
-            offset: r.offset,
-            size: r.size,
+            req: *req,
+            offset,
+            size,
         });
         self.backend
-            .submit(slot, r.op, r.offset, r.size)
+            .submit(slot, req.op, offset, size)
             .map_err(|e| format!("submitting I/O: {e}"))?;
         self.progress.issued.fetch_add(1, Ordering::Relaxed);
         self.result.max_inflight_seen = self.result.max_inflight_seen.max(self.inflight());
@@ -180,11 +189,7 @@ pub fn drive(
         let Some((offset, size)) = cfg.mapper.map(r.offset, r.size) else {
             return Err("the target is smaller than one block".into());
         };
-        let r = Synthesized {
-            offset,
-            size: if r.op == 2 { 0 } else { size },
-            ..r
-        };
+        let size = if r.op == 2 { 0 } else { size };
         let sched = match cfg.mode {
             Mode::Open => {
                 let sched = start + r.ts_ns;
@@ -207,7 +212,7 @@ pub fn drive(
                 d.clock.now_ns()
             }
         };
-        d.issue(&r, sched)?;
+        d.issue(&r, offset, size, sched)?;
         if d.inflight() > 0 && matches!(cfg.mode, Mode::Open) {
             d.reap(None)?;
         }
