@@ -334,6 +334,78 @@ def test_run_matches_export_schedule(tmp_path: Path, model_1k: Model) -> None:
         assert np.array_equal(rec[c].to_numpy(), sched[c].to_numpy()), c
 
 
+# -- replica files -----------------------------------------------------------------------
+
+TRACED = [("/srv/db/base/1", 40_000), ("/srv/db/base/2", 12_345), ("/srv/db/pg_wal/000001", 70_000)]
+
+
+def file_level_model(n: int = 3000) -> Model:
+    """A model fitted on a hand-made file-level trace of three files (sizes not multiples of
+    a block, so requests reach their ends)."""
+    rng = np.random.default_rng(3)
+    file = rng.integers(0, len(TRACED), n).astype(np.uint32)
+    sizes = np.array([s for _, s in TRACED])[file]
+    size = rng.choice([512, 4096, 8192], n).astype(np.uint32)
+    offset = (rng.random(n) * (sizes - size)).astype(np.uint64)
+    df = pl.DataFrame(
+        {
+            "ts_ns": np.arange(n, dtype=np.int64) * 100_000,
+            "stream": (file == 2).astype(np.uint32),
+            "op": (file == 2).astype(np.uint8),
+            "offset": offset,
+            "size": size,
+            "file": file,
+        }
+    )
+    files = [{"id": i, "path": p, "size": s} for i, (p, s) in enumerate(TRACED)]
+    return fit(Trace(df, TraceMeta(files=files, stream_by="process")), levels=2)
+
+
+def test_replica_names_stay_inside() -> None:
+    names = eng.replica_names(["/a/b/c.db", "/a/b/d/e", "/a/../../etc/x"])
+    assert names == ["b/c.db", "b/d/e", "etc/x"]
+    assert eng.replica_names(["/a/b", "../rel/y", "/"]) == ["a/b", "rel/y", "file2"]
+    assert eng.replica_names(["/x/1", "/y/1"]) == ["x/1", "y/1"]
+    assert eng.replica_names(["/d/f", "/d/f"]) == ["f", "f.1"]
+    assert eng.replica_names(["/d/wal", "/d/wal/1", "/d/x"]) == ["wal.0", "wal/1", "x"]
+
+
+def test_run_on_replica_files(tmp_path: Path) -> None:
+    model = file_level_model()
+    assert [f["size"] for f in model.doc["files"]] == [s for _, s in TRACED]
+    path, rec_path, out = tmp_path / "m.json", tmp_path / "rec.parquet", tmp_path / "r.json"
+    model.save(path)
+    target = tmp_path / "replicas"
+    target.mkdir()
+    args = ["run", str(path), "--target", str(target), "--requests", "2000", "--buffered"]
+    args += ["--mode", "closed", "--iodepth", "8", "--record", str(rec_path), "--json", str(out)]
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    # one replica per traced file: the path below the common prefix, the traced size, written
+    replicas = {str(p.relative_to(target)): p for p in target.rglob("*") if p.is_file()}
+    assert {k: p.stat().st_size for k, p in replicas.items()} == {
+        "base/1": 40_000, "base/2": 12_345, "pg_wal/000001": 70_000
+    }  # fmt: skip
+    assert all(b"\0" not in p.read_bytes() for p in replicas.values())
+    r = json.loads(out.read_text())
+    assert r["total"]["requests"] == 2000 and r["total"]["errors"] == 0
+    print(f"replicas: {r['folded']} folded, {r['clamped']} clamped of 2000")
+    # the record is a file-level trace whose every request lies inside its replica
+    rec = read_parquet_trace(rec_path)
+    assert rec.df.height == 2000 and rec.meta.mapping["kind"] == "replica files"
+    ends = pl.DataFrame({"file": [0, 1, 2], "fsize": [s for _, s in TRACED]})
+    df = rec.df.join(ends.cast({"file": pl.UInt32}), on="file")
+    assert (df["offset"] + df["size"].cast(pl.UInt64) <= df["fsize"]).all()
+    # a second run reuses the replicas (the same inodes: not written anew; the workload's
+    # writes change their mtimes)
+    inodes = {k: p.stat().st_ino for k, p in replicas.items()}
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    assert inodes == {k: p.stat().st_ino for k, p in replicas.items()}
+    with pytest.raises(IotwinError, match="file-level"):
+        eng.run(fixed_rate_model(1000.0, n=100), target, eng.RunOptions(requests=10))
+
+
 # the I/O features validate compares; timing (inter-arrival, lateness) is reported only
 IO_FEATURES = ("read_fraction", "sequential_fraction", "mean_size_bytes", "size_share",
                "locality_l1", "weight")  # fmt: skip

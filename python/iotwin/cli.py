@@ -564,7 +564,12 @@ def _run_common(
 
 
 TargetOpt = Annotated[
-    Path, typer.Option("--target", help="File (created, fully written) or block device.")
+    Path,
+    typer.Option(
+        "--target",
+        help="File (created, fully written), block device, or a directory of replica files "
+        "(file-level models: one per traced file, same relative name and size).",
+    ),
 ]
 DurationOpt = Annotated[
     str | None, typer.Option("--duration", help="Run length (60, 10m); default 60 s for a model.")

@@ -12,7 +12,8 @@ pub struct Timed {
     pub done_ns: i64,
     pub stream: u32,
     pub op: u8,
-    /// Where the request went on the target.
+    /// Where the request went on the target: file (index into the target's files), offset.
+    pub file: u32,
     pub offset: u64,
     pub size: u32,
     pub res: i64,
@@ -95,6 +96,7 @@ pub struct Record {
     pub op: Vec<u8>,
     pub offset: Vec<u64>,
     pub size: Vec<u32>,
+    pub file: Vec<u32>,
     pub target_offset: Vec<u64>,
     pub target_size: Vec<u32>,
 }
@@ -110,8 +112,11 @@ pub struct RunResult {
     /// Stopped early (signal): what was issued was drained and measured.
     pub partial: bool,
     pub first_error: Option<String>,
-    /// Requests the engine does not issue (trim).
+    /// Requests the engine does not issue (trim, or aimed at an empty replica file).
     pub skipped: u64,
+    /// Replica files: requests folded from a file's padding into it, and cut at its end.
+    pub folded: u64,
+    pub clamped: u64,
     pub max_inflight_seen: usize,
     /// The schedule's start on the clock: the timeline counts seconds from it.
     pub origin_ns: i64,
@@ -168,6 +173,7 @@ impl RunResult {
             r.op.push(t.op);
             r.offset.push(t.model_offset);
             r.size.push(t.model_size);
+            r.file.push(t.file);
             r.target_offset.push(t.offset);
             r.target_size.push(t.size);
         }
