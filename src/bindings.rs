@@ -576,15 +576,17 @@ type TraceBuffers<'py> = (
 impl EngineRun {
     /// Starts a run. The source is a model (`model_json` with `requests` or `synth_duration_ns`,
     /// intensity, compress, seed) or a trace's columns (`trace`: ts_ns, stream, op, offset,
-    /// size buffers).
+    /// size buffers). The target is one file or device (`paths` of one), mapped onto
+    /// proportionally, or replica files with their (base, size) on the virtual device
+    /// (`files`).
     #[new]
-    #[pyo3(signature = (path, direct, write, engine, iodepth, max_inflight, duration_ns, capacity,
+    #[pyo3(signature = (paths, direct, write, engine, iodepth, max_inflight, duration_ns, capacity,
         target_size, align, record, model_json=None, requests=None, synth_duration_ns=None,
-        intensity=1.0, compress=1.0, seed=0, trace=None))]
+        intensity=1.0, compress=1.0, seed=0, trace=None, files=None))]
     #[allow(clippy::too_many_arguments)]
     fn new<'py>(
         py: Python<'py>,
-        path: std::path::PathBuf,
+        paths: Vec<std::path::PathBuf>,
         direct: bool,
         write: bool,
         engine: &str,
@@ -602,8 +604,9 @@ impl EngineRun {
         compress: f64,
         seed: u64,
         trace: Option<TraceBuffers<'py>>,
+        files: Option<Vec<(u64, u64)>>,
     ) -> PyResult<Self> {
-        use crate::engine::{Config, Kind, Mapper, Mode, Progress, Source};
+        use crate::engine::{Config, Extent, Kind, Layout, Mapper, Mode, Progress, Source};
         use crate::model::sample::{Sampler, SynthParams};
         let kind = match engine {
             "io_uring" => Kind::IoUring,
@@ -636,8 +639,29 @@ impl EngineRun {
             }
             _ => return Err(PyValueError::new_err("give a model or a trace")),
         };
+        let layout = match files {
+            Some(f) => Layout::Files(
+                f.into_iter()
+                    .map(|(base, size)| Extent { base, size })
+                    .collect(),
+            ),
+            None => Layout::Proportional(Mapper {
+                capacity,
+                target: target_size,
+                align,
+            }),
+        };
+        if paths.len()
+            != if let Layout::Files(f) = &layout {
+                f.len()
+            } else {
+                1
+            }
+        {
+            return Err(PyValueError::new_err("one path per target file"));
+        }
         let cfg = Config {
-            path,
+            paths,
             direct,
             write,
             kind,
@@ -647,11 +671,7 @@ impl EngineRun {
             },
             max_inflight,
             duration_ns,
-            mapper: Mapper {
-                capacity,
-                target: target_size,
-                align,
-            },
+            layout,
             record,
         };
         let progress = std::sync::Arc::new(Progress::default());
@@ -703,6 +723,8 @@ impl EngineRun {
         d.set_item("elapsed_ns", r.elapsed_ns)?;
         d.set_item("first_error", r.first_error.clone())?;
         d.set_item("skipped", r.skipped)?;
+        d.set_item("folded", r.folded)?;
+        d.set_item("clamped", r.clamped)?;
         d.set_item("max_inflight_seen", r.max_inflight_seen)?;
         d.set_item("total", engine_stats_to_py(py, &r.total)?)?;
         let streams = PyDict::new(py);
@@ -724,6 +746,9 @@ impl EngineRun {
             rd.set_item("op", vec_bytes(py, &rec.op))?;
             rd.set_item("offset", vec_bytes(py, &rec.offset))?;
             rd.set_item("size", vec_bytes(py, &rec.size))?;
+            rd.set_item("file", vec_bytes(py, &rec.file))?;
+            rd.set_item("target_offset", vec_bytes(py, &rec.target_offset))?;
+            rd.set_item("target_size", vec_bytes(py, &rec.target_size))?;
             d.set_item("record", rd)?;
         }
         Ok(d)

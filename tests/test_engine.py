@@ -28,8 +28,10 @@ from iotwin.errors import IotwinError
 from iotwin.ingest import load_trace
 from iotwin.model import Model, fit
 from iotwin.trace import Trace, TraceMeta, read_parquet_trace, write_trace
+from iotwin.validate import validate
 
 CAPACITY = 16 << 20
+SHARED = Path(os.environ.get("IOTWIN_SHARED", "/work/shared"))
 ENGINES = ["threads"] + (["io_uring"] if _core.io_uring_available() else [])
 
 
@@ -172,7 +174,7 @@ def test_direct_io_aligns_everything(tmp_path: Path) -> None:
         eng.RunOptions(direct=True, record=True),
     )
     assert r["direct"] and r["total"]["errors"] == 0
-    rec = eng.record_trace(r).df
+    rec = eng.record_trace(r, space="target").df
     assert (rec["offset"] % 4096 == 0).all() and (rec["size"] % 4096 == 0).all()
     assert (rec["offset"] + rec["size"].cast(pl.UInt64)).max() <= 1 << 20
 
@@ -326,10 +328,126 @@ def test_run_matches_export_schedule(tmp_path: Path, model_1k: Model) -> None:
         tmp_path / "t.bin",
         eng.RunOptions(requests=300, direct=False, record=True, mode="closed", iodepth=1),
     )
-    rec = eng.record_trace(r).df
+    rec = eng.record_trace(r, space="target").df
     sched, _ = eng.schedule_for_export(model_1k, 300, direct=False)
     for c in ("op", "offset", "size", "stream"):
         assert np.array_equal(rec[c].to_numpy(), sched[c].to_numpy()), c
+
+
+# -- replica files -----------------------------------------------------------------------
+
+TRACED = [("/srv/db/base/1", 40_000), ("/srv/db/base/2", 12_345), ("/srv/db/pg_wal/000001", 70_000)]
+
+
+def file_level_model(n: int = 3000) -> Model:
+    """A model fitted on a hand-made file-level trace of three files (sizes not multiples of
+    a block, so requests reach their ends)."""
+    rng = np.random.default_rng(3)
+    file = rng.integers(0, len(TRACED), n).astype(np.uint32)
+    sizes = np.array([s for _, s in TRACED])[file]
+    size = rng.choice([512, 4096, 8192], n).astype(np.uint32)
+    offset = (rng.random(n) * (sizes - size)).astype(np.uint64)
+    df = pl.DataFrame(
+        {
+            "ts_ns": np.arange(n, dtype=np.int64) * 100_000,
+            "stream": (file == 2).astype(np.uint32),
+            "op": (file == 2).astype(np.uint8),
+            "offset": offset,
+            "size": size,
+            "file": file,
+        }
+    )
+    files = [{"id": i, "path": p, "size": s} for i, (p, s) in enumerate(TRACED)]
+    return fit(Trace(df, TraceMeta(files=files, stream_by="process")), levels=2)
+
+
+def test_replica_names_stay_inside() -> None:
+    names = eng.replica_names(["/a/b/c.db", "/a/b/d/e", "/a/../../etc/x"])
+    assert names == ["b/c.db", "b/d/e", "etc/x"]
+    assert eng.replica_names(["/a/b", "../rel/y", "/"]) == ["a/b", "rel/y", "file2"]
+    assert eng.replica_names(["/x/1", "/y/1"]) == ["x/1", "y/1"]
+    assert eng.replica_names(["/d/f", "/d/f"]) == ["f", "f.1"]
+    assert eng.replica_names(["/d/wal", "/d/wal/1", "/d/x"]) == ["wal.0", "wal/1", "x"]
+
+
+def test_run_on_replica_files(tmp_path: Path) -> None:
+    model = file_level_model()
+    assert [f["size"] for f in model.doc["files"]] == [s for _, s in TRACED]
+    path, rec_path, out = tmp_path / "m.json", tmp_path / "rec.parquet", tmp_path / "r.json"
+    model.save(path)
+    target = tmp_path / "replicas"
+    target.mkdir()
+    args = ["run", str(path), "--target", str(target), "--requests", "2000", "--buffered"]
+    args += ["--mode", "closed", "--iodepth", "8", "--record", str(rec_path), "--json", str(out)]
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    # one replica per traced file: the path below the common prefix, the traced size, written
+    replicas = {str(p.relative_to(target)): p for p in target.rglob("*") if p.is_file()}
+    assert {k: p.stat().st_size for k, p in replicas.items()} == {
+        "base/1": 40_000, "base/2": 12_345, "pg_wal/000001": 70_000
+    }  # fmt: skip
+    assert all(b"\0" not in p.read_bytes() for p in replicas.values())
+    r = json.loads(out.read_text())
+    assert r["total"]["requests"] == 2000 and r["total"]["errors"] == 0
+    print(f"replicas: {r['folded']} folded, {r['clamped']} clamped of 2000")
+    # the record is a file-level trace whose every request lies inside its replica
+    rec = read_parquet_trace(rec_path)
+    assert rec.df.height == 2000 and rec.meta.mapping["kind"] == "replica files"
+    ends = pl.DataFrame({"file": [0, 1, 2], "fsize": [s for _, s in TRACED]})
+    df = rec.df.join(ends.cast({"file": pl.UInt32}), on="file")
+    assert (df["offset"] + df["size"].cast(pl.UInt64) <= df["fsize"]).all()
+    # a second run reuses the replicas (the same inodes: not written anew; the workload's
+    # writes change their mtimes)
+    inodes = {k: p.stat().st_ino for k, p in replicas.items()}
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    assert inodes == {k: p.stat().st_ino for k, p in replicas.items()}
+    with pytest.raises(IotwinError, match="file-level"):
+        eng.run(fixed_rate_model(1000.0, n=100), target, eng.RunOptions(requests=10))
+
+
+# the I/O features validate compares; timing (inter-arrival, lateness) is reported only
+IO_FEATURES = ("read_fraction", "sequential_fraction", "mean_size_bytes", "size_share",
+               "locality_l1", "weight")  # fmt: skip
+
+
+def test_recorded_run_validates_against_synthetic(tmp_path: Path) -> None:
+    """A time-compressed run of a model fitted on a real trace, recorded, passes validate
+    against the model's synthetic trace (same seed) on the I/O features."""
+    vscsi = SHARED / "traces" / "cloudPhysicsIO.vscsi"
+    if not vscsi.exists():
+        pytest.skip(f"{vscsi} is not here")
+    model = fit(load_trace(vscsi), levels=2)
+    path, rec_path = tmp_path / "m.json", tmp_path / "rec.parquet"
+    model.save(path)
+    # 113,872 requests over 7,200 s: intensity 400 runs 20,000 of them in about 4 s
+    n, intensity = 20_000, 400.0
+    args = ["run", str(path), "--target", str(tmp_path / "t.bin"), "--size", "64M"]
+    args += ["--requests", str(n), "--intensity", str(intensity), "--buffered"]
+    out = tmp_path / "r.json"
+    run = CliRunner().invoke(app, [*args, "--record", str(rec_path), "--json", str(out)])
+    assert run.exit_code == 0, run.output
+    rec = read_parquet_trace(rec_path)
+    assert rec.df.height == n
+    # the record holds the model's addresses; the mapping onto the 64 MiB target is kept
+    assert rec.meta.capacity == model.doc["capacity"]
+    assert rec.meta.mapping == {
+        "kind": "proportional", "target": str(tmp_path / "t.bin"), "target_size": 64 << 20,
+        "capacity": model.doc["capacity"], "align": 1,
+    }  # fmt: skip
+    synth = model.synth(requests=n, seed=0, intensity=intensity)
+    metrics = validate(rec, synth)["metrics"]
+    io = {k: m for k, m in metrics.items() if k.split("[")[0] in IO_FEATURES}
+    assert {k.split("[")[0] for k in io} == set(IO_FEATURES)
+    failed = {k: m for k, m in io.items() if not m["pass"]}
+    assert not failed, failed
+    iat = metrics["mean_interarrival_s"]
+    late = json.loads(out.read_text())["total"]["lateness_ns"]
+    print(
+        f"mean inter-arrival: run {iat['original'] * 1e6:.1f} µs, synthetic "
+        f"{iat['synthetic'] * 1e6:.1f} µs ({iat['deviation']:.2%}); lateness p50 "
+        f"{late['p50'] / 1e3:.1f} µs, p99 {late['p99'] / 1e3:.1f} µs"
+    )
 
 
 def test_bad_options(tmp_path: Path, model_1k: Model) -> None:

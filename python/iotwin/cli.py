@@ -564,7 +564,12 @@ def _run_common(
 
 
 TargetOpt = Annotated[
-    Path, typer.Option("--target", help="File (created, fully written) or block device.")
+    Path,
+    typer.Option(
+        "--target",
+        help="File (created, fully written), block device, or a directory of replica files "
+        "(file-level models: one per traced file, same relative name and size).",
+    ),
 ]
 DurationOpt = Annotated[
     str | None, typer.Option("--duration", help="Run length (60, 10m); default 60 s for a model.")
@@ -590,7 +595,9 @@ JsonOutOpt = Annotated[Path | None, typer.Option("--json", help="Write the resul
 RecordOpt = Annotated[
     Path | None,
     typer.Option(
-        "--record", help="Write what was issued (issue, completion) as a canonical trace."
+        "--record",
+        help="Write what was issued (issue time, service latency) as a canonical trace, in "
+        "the source's addresses (the mapping onto the target is in its metadata).",
     ),
 ]
 SizeOpt = Annotated[

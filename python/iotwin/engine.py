@@ -223,6 +223,20 @@ def prepare_file(
             f"{path}: needs {size:,} bytes but its filesystem has {free:,} free; "
             "pass a smaller --size"
         )
+    done = [0]
+
+    def step(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(done[0], size)
+
+    _fill(path, size, step)
+    return size
+
+
+def _fill(path: Path, size: int, progress: Callable[[int], None] | None = None) -> None:
+    """Writes `size` bytes of the pattern to a new file, atomically; `progress(bytes)` after
+    each chunk."""
     chunk = _pattern(FILL_CHUNK)
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         done = 0
@@ -231,10 +245,64 @@ def prepare_file(
             f.write(chunk[:n])
             done += n
             if progress:
-                progress(done, size)
+                progress(n)
         f.flush()
         os.fsync(f.fileno())
-    return size
+
+
+def replica_names(paths: list[str]) -> list[str]:
+    """Relative names for replicas of traced files: each path without the directories all
+    paths share, with nothing that could leave the replica directory (no absolute path, no
+    `..`); names that collide, come out empty or are another's directory (a traced
+    directory fsynced, say) get the file's position appended."""
+    parts = [[p for p in Path(x).parts if p not in ("/", "", ".", "..")] for x in paths]
+    dirs = [q[:-1] for q in parts]
+    common = 0
+    while dirs and all(len(d) > common and d[common] == dirs[0][common] for d in dirs):
+        common += 1
+    dirs_used = {"/".join(q[common:j]) for q in parts for j in range(common + 1, len(q))}
+    names, seen = [], set()
+    for i, q in enumerate(parts):
+        name = "/".join(q[common:]) or f"file{i}"
+        if name in seen or name in dirs_used:
+            name = f"{name}.{i}"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def prepare_replicas(
+    directory: Path,
+    files: list[dict[str, Any]],
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """One replica per traced file under `directory` (same size, fully written, not sparse;
+    one already there with the right size is reused). Returns the layout with each file's
+    replica path."""
+    out = []
+    for f, name in zip(files, replica_names([str(f["path"]) for f in files]), strict=True):
+        out.append({**f, "path": str(directory / name), "size": int(f["size"])})
+    missing = []
+    for f in out:
+        path = Path(f["path"])
+        if not path.exists():
+            missing.append(f)
+        elif path.stat().st_size != f["size"]:
+            raise IotwinError(
+                f"{path} exists with {path.stat().st_size:,} bytes, not the traced "
+                f"{f['size']:,}: remove it"
+            )
+    total, done = sum(f["size"] for f in missing), [0]
+
+    def step(n: int) -> None:
+        done[0] += n
+        if progress:
+            progress(done[0], total)
+
+    for f in missing:
+        Path(f["path"]).parent.mkdir(parents=True, exist_ok=True)
+        _fill(Path(f["path"]), f["size"], step)
+    return out
 
 
 def supports_direct(path: Path) -> bool:
@@ -337,8 +405,9 @@ def run(
         )
         what = "model"
         stream_names = {int(s["id"]): s.get("name", f"stream {s['id']}") for s in doc["streams"]}
+        layout = doc.get("files")
     else:
-        trace, _ = on_virtual_device(source)
+        trace, layout = on_virtual_device(source)
         df = trace.df
         if opts.requests is not None:
             df = df.head(opts.requests)
@@ -362,6 +431,57 @@ def run(
         )
         what = "trace"
         stream_names = dict(trace.meta.streams)
+    if target.is_dir():
+        paths, size, direct, replicas = _replica_target(target, layout, opts, on_fill)
+    else:
+        paths, size, direct = _file_target(target, opts, writes, capacity, on_fill, checks, warn)
+        replicas = None
+    closed = opts.mode == "closed"
+    handle = _core.EngineRun(
+        paths,
+        bool(direct),
+        writes,
+        engine,
+        opts.iodepth if closed else None,
+        opts.max_inflight,
+        int(duration_s * 1e9) if (closed and duration_s is not None) else None,
+        capacity,
+        size,
+        BLOCK if direct else 1,
+        opts.record,
+        files=None if replicas is None else [(f["base"], f["size"]) for f in replicas],
+        **kwargs,
+    )
+    result = _wait(handle, on_progress)
+    result.update(
+        target=str(target),
+        target_size=size,
+        capacity=capacity,
+        source=what,
+        engine=engine,
+        direct=bool(direct),
+        mode=opts.mode,
+        iodepth=opts.iodepth if closed else None,
+        max_inflight=opts.max_inflight,
+        intensity=opts.intensity,
+        seed=opts.seed,
+        files=replicas,
+    )
+    _summarize(result, stream_names)
+    return result
+
+
+def _file_target(
+    target: Path,
+    opts: RunOptions,
+    writes: bool,
+    capacity: int,
+    on_fill: Callable[[int, int], None] | None,
+    checks: DeviceChecks | None,
+    warn: Callable[[str], None] | None,
+) -> tuple[list[str], int, bool]:
+    """A file (created when missing) or a checked device: its path, size and whether it runs
+    with O_DIRECT."""
     is_device = check_target(
         target,
         writes=writes,
@@ -386,37 +506,32 @@ def run(
         direct = supports_direct(target)
         if not direct and warn:
             warn(f"{target}: the filesystem does not support O_DIRECT; running buffered")
-    closed = opts.mode == "closed"
-    handle = _core.EngineRun(
-        str(target),
-        bool(direct),
-        writes,
-        engine,
-        opts.iodepth if closed else None,
-        opts.max_inflight,
-        int(duration_s * 1e9) if (closed and duration_s is not None) else None,
-        capacity,
-        size,
-        BLOCK if direct else 1,
-        opts.record,
-        **kwargs,
-    )
-    result = _wait(handle, on_progress)
-    result.update(
-        target=str(target),
-        target_size=size,
-        capacity=capacity,
-        source=what,
-        engine=engine,
-        direct=bool(direct),
-        mode=opts.mode,
-        iodepth=opts.iodepth if closed else None,
-        max_inflight=opts.max_inflight,
-        intensity=opts.intensity,
-        seed=opts.seed,
-    )
-    _summarize(result, stream_names)
-    return result
+    return [str(target)], size, bool(direct)
+
+
+def _replica_target(
+    target: Path,
+    layout: list[dict[str, Any]] | None,
+    opts: RunOptions,
+    on_fill: Callable[[int, int], None] | None,
+) -> tuple[list[str], int, bool, list[dict[str, Any]]]:
+    """A directory of replica files for a file-level source: their paths, total size, the
+    direct flag (always buffered) and the layout with the replicas' paths."""
+    if not layout:
+        raise IotwinError(
+            f"{target} is a directory: replica files need a file-level model or trace "
+            "(one with files); give a file or a block device"
+        )
+    if opts.direct:
+        raise IotwinError(
+            "replica files keep the traced sizes, which O_DIRECT cannot read to the end: "
+            "run them --buffered"
+        )
+    if opts.size is not None:
+        raise IotwinError("--size does not apply to replica files (they keep the traced sizes)")
+    replicas = prepare_replicas(target, layout, on_fill)
+    paths = [f["path"] for f in replicas]
+    return paths, sum(f["size"] for f in replicas), False, replicas
 
 
 def _wait(handle: Any, on_progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
@@ -462,44 +577,71 @@ def _summarize(r: dict[str, Any], names: dict[int, str]) -> None:
     ]
 
 
-def record_trace(result: dict[str, Any]) -> Trace:
+RECORD_COLUMNS = (
+    ("sched_ns", np.int64),
+    ("issue_ns", np.int64),
+    ("done_ns", np.int64),
+    ("stream", np.uint32),
+    ("op", np.uint8),
+    ("offset", np.uint64),
+    ("size", np.uint32),
+    ("file", np.uint32),
+    ("target_offset", np.uint64),
+    ("target_size", np.uint32),
+)
+
+
+def record_trace(result: dict[str, Any], space: str = "source") -> Trace:
     """What was issued, as a canonical trace: ts_ns is the actual issue time, latency_ns the
-    service latency (completion - issue)."""
+    service latency (completion - issue).
+
+    `space="source"` (what `--record` writes) keeps the source's own addresses and sizes, so
+    a record validates against the model's synthetic trace; `meta.mapping` says how they map
+    onto the target (proportionally, aligned: `engine::Mapper`). `space="target"` gives the
+    bytes actually touched on the target instead. A run on replica files gives a file-level
+    trace of what each replica received (file ids and sizes are the model's, so its virtual
+    device is the model's) in either space.
+    """
+    if space not in ("source", "target"):
+        raise IotwinError(f"record space '{space}': expected source or target")
     rec = result["record"]
-    arr = {
-        k: np.frombuffer(rec[k], dtype=d)
-        for k, d in (
-            ("sched_ns", np.int64),
-            ("issue_ns", np.int64),
-            ("done_ns", np.int64),
-            ("stream", np.uint32),
-            ("op", np.uint8),
-            ("offset", np.uint64),
-            ("size", np.uint32),
-        )
-    }
+    arr = {k: np.frombuffer(rec[k], dtype=d) for k, d in RECORD_COLUMNS}
     order = np.argsort(arr["issue_ns"], kind="stable")
     issue = arr["issue_ns"][order]
     t0 = int(issue[0]) if issue.size else 0
-    df = pl.DataFrame(
-        {
-            "ts_ns": issue - t0,
-            "stream": arr["stream"][order],
-            "op": arr["op"][order],
-            "offset": arr["offset"][order],
-            "size": arr["size"][order],
-            "latency_ns": (arr["done_ns"] - arr["issue_ns"])[order],
-        }
-    )
+    replicas = result.get("files")
+    pre = "target_" if space == "target" or replicas else ""
+    cols = {
+        "ts_ns": issue - t0,
+        "stream": arr["stream"][order],
+        "op": arr["op"][order],
+        "offset": arr[pre + "offset"][order],
+        "size": arr[pre + "size"][order],
+        "latency_ns": (arr["done_ns"] - arr["issue_ns"])[order],
+    }
     names = {int(k): v["name"] for k, v in result["streams"].items()}
     meta = TraceMeta(
         source=f"iotwin run on {result['target']}",
         format="iotwin-run",
         stream_by="stream",
-        capacity=int(result["target_size"]),
+        capacity=int(result["target_size" if space == "target" else "capacity"]),
         streams=names,
     )
-    return Trace(df, meta)
+    if replicas:
+        ids = np.array([f["id"] for f in replicas], dtype=np.uint32)
+        cols["file"] = ids[arr["file"][order]]
+        meta.capacity = None
+        meta.files = [{"id": f["id"], "path": f["path"], "size": f["size"]} for f in replicas]
+        meta.mapping = {"kind": "replica files", "target": result["target"]}
+    else:
+        meta.mapping = {
+            "kind": "proportional",
+            "target": result["target"],
+            "target_size": int(result["target_size"]),
+            "capacity": int(result["capacity"]),
+            "align": BLOCK if result["direct"] else 1,
+        }
+    return Trace(pl.DataFrame(cols), meta)
 
 
 def result_json(result: dict[str, Any]) -> dict[str, Any]:
@@ -630,3 +772,14 @@ def render(r: dict[str, Any], console: Any) -> None:
                 *(_us(h[q]) for q in ("p50", "p90", "p99", "p99.9", "max")),
             )
     console.print(table)
+    notes = [
+        f"{r[k]:,} {what}"
+        for k, what in (
+            ("skipped", "not issued (trim, or an empty replica file)"),
+            ("folded", "folded from a replica's padding into it"),
+            ("clamped", "cut at a replica's end"),
+        )
+        if r.get(k)
+    ]
+    if notes:
+        console.print("requests: " + "; ".join(notes))

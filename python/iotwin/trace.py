@@ -32,6 +32,8 @@ class TraceMeta:
     streams: dict[int, str] = field(default_factory=dict)  # stream id -> name
     files: list[dict[str, Any]] = field(default_factory=list)  # {id, path, size, extents}
     skipped: int = 0  # malformed records skipped at ingest (--skip-bad)
+    # a record of `iotwin run`: how the recorded (source) addresses map onto the target
+    mapping: dict[str, Any] = field(default_factory=dict)
 
     def to_kv(self) -> dict[str, str]:
         d = asdict(self)

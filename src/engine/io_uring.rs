@@ -78,13 +78,13 @@ impl Drop for AlignedBuf {
 
 pub struct Uring {
     ring: IoUring,
-    file: File,
+    files: Vec<File>,
     bufs: Vec<AlignedBuf>,
     inflight: usize,
 }
 
 impl Uring {
-    pub fn new(file: File, slots: usize, _direct: bool) -> io::Result<Uring> {
+    pub fn new(files: Vec<File>, slots: usize) -> io::Result<Uring> {
         let entries = (slots.max(1) as u32).next_power_of_two().min(32768);
         let ring = IoUring::builder()
             .setup_cqsize(entries * 2)
@@ -96,7 +96,7 @@ impl Uring {
         }
         Ok(Uring {
             ring,
-            file,
+            files,
             bufs: (0..slots).map(|_| AlignedBuf::new(0)).collect(),
             inflight: 0,
         })
@@ -104,8 +104,15 @@ impl Uring {
 }
 
 impl Backend for Uring {
-    fn submit(&mut self, slot: usize, op: u8, offset: u64, size: u32) -> io::Result<()> {
-        let fd = types::Fd(self.file.as_raw_fd());
+    fn submit(
+        &mut self,
+        slot: usize,
+        file: usize,
+        op: u8,
+        offset: u64,
+        size: u32,
+    ) -> io::Result<()> {
+        let fd = types::Fd(self.files[file].as_raw_fd());
         let buf = &mut self.bufs[slot];
         buf.ensure(size as usize);
         let ptr = buf.slice_mut(size as usize).as_mut_ptr();

@@ -43,8 +43,16 @@ pub struct Done {
 
 /// An I/O backend: submits requests into slots and reports their completions.
 pub trait Backend {
-    /// Issues one request (op 0 read, 1 write, 2 flush) using slot `slot`'s buffer.
-    fn submit(&mut self, slot: usize, op: u8, offset: u64, size: u32) -> io::Result<()>;
+    /// Issues one request (op 0 read, 1 write, 2 flush) on target file `file` using slot
+    /// `slot`'s buffer.
+    fn submit(
+        &mut self,
+        slot: usize,
+        file: usize,
+        op: u8,
+        offset: u64,
+        size: u32,
+    ) -> io::Result<()>;
     /// Appends finished requests to `out`; waits up to `wait` for the first one when none is
     /// ready (None: never waits).
     fn reap(&mut self, wait: Option<std::time::Duration>, out: &mut Vec<Done>) -> io::Result<()>;
@@ -152,6 +160,74 @@ impl Mapper {
     }
 }
 
+/// One replica file's place on the model's virtual device (`layout.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub base: u64,
+    pub size: u64,
+}
+
+/// Where a request goes on the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    pub file: u32,
+    pub offset: u64,
+    pub size: u32,
+    /// Started in the padding after its file and was folded back into it.
+    pub folded: bool,
+    /// Crossed its file's end and was cut there.
+    pub clamped: bool,
+}
+
+/// How the source's address space lands on the target.
+#[derive(Debug, Clone)]
+pub enum Layout {
+    /// One file or device, proportionally.
+    Proportional(Mapper),
+    /// Replica files of a file-level model, sorted by base: a request inside a file keeps its
+    /// offset there. The model places random requests anywhere in a leaf, including the
+    /// padding that aligns each file's base, so one starting in the padding after a file
+    /// folds back into that file (offset modulo its size) rather than being dropped, which
+    /// would lower the rate; one crossing the file's end is cut at it.
+    Files(Vec<Extent>),
+}
+
+impl Layout {
+    /// The request's place; None when it cannot be placed (the target is smaller than one
+    /// block, or its file is empty).
+    pub fn place(&self, offset: u64, size: u32) -> Option<Placed> {
+        match self {
+            Layout::Proportional(m) => m.map(offset, size).map(|(offset, size)| Placed {
+                file: 0,
+                offset,
+                size,
+                folded: false,
+                clamped: false,
+            }),
+            Layout::Files(files) => place_in_files(files, offset, size),
+        }
+    }
+}
+
+fn place_in_files(files: &[Extent], offset: u64, size: u32) -> Option<Placed> {
+    let i = files.partition_point(|e| e.base <= offset).checked_sub(1)?;
+    let e = files[i];
+    if e.size == 0 {
+        return None;
+    }
+    let rel = offset - e.base;
+    let folded = rel >= e.size;
+    let rel = rel % e.size;
+    let end = (rel + size as u64).min(e.size);
+    Some(Placed {
+        file: i as u32,
+        offset: rel,
+        size: (end - rel) as u32,
+        folded,
+        clamped: end - rel < size as u64,
+    })
+}
+
 /// Open or closed loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -162,7 +238,8 @@ pub enum Mode {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub path: PathBuf,
+    /// The target: one file or device, or the replica files `layout` places requests in.
+    pub paths: Vec<PathBuf>,
     pub direct: bool,
     /// Open the target for writing (the workload has writes).
     pub write: bool,
@@ -173,7 +250,7 @@ pub struct Config {
     pub max_inflight: usize,
     /// Wall-clock limit (closed mode, which ignores the schedule).
     pub duration_ns: Option<i64>,
-    pub mapper: Mapper,
+    pub layout: Layout,
     /// Keep every request's times for `--record`.
     pub record: bool,
 }
@@ -201,29 +278,32 @@ impl Progress {
     }
 }
 
-/// Opens the target as configured.
-pub fn open_target(cfg: &Config) -> io::Result<std::fs::File> {
+/// Opens every target file as configured.
+pub fn open_targets(cfg: &Config) -> Result<Vec<std::fs::File>, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut o = std::fs::OpenOptions::new();
     o.read(true).write(cfg.write);
     if cfg.direct {
         o.custom_flags(libc::O_DIRECT);
     }
-    o.open(&cfg.path)
+    let open = |path: &PathBuf| {
+        o.open(path).map_err(|e| {
+            if cfg.direct && e.raw_os_error() == Some(libc::EINVAL) {
+                format!(
+                    "{}: the filesystem does not support O_DIRECT (use --buffered)",
+                    path.display()
+                )
+            } else {
+                format!("{}: cannot open: {e}", path.display())
+            }
+        })
+    };
+    cfg.paths.iter().map(open).collect()
 }
 
 /// Runs the whole workload; returns the statistics (partial when stopped early).
 pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunResult, String> {
-    let file = open_target(cfg).map_err(|e| {
-        if cfg.direct && e.raw_os_error() == Some(libc::EINVAL) {
-            format!(
-                "{}: the filesystem does not support O_DIRECT (use --buffered)",
-                cfg.path.display()
-            )
-        } else {
-            format!("{}: cannot open: {e}", cfg.path.display())
-        }
-    })?;
+    let files = open_targets(cfg)?;
     let slots = match cfg.mode {
         Mode::Open => cfg.max_inflight.max(1),
         Mode::Closed { iodepth } => iodepth.max(1),
@@ -235,14 +315,13 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
     let clock = Clock::new();
-    let mut backend: Box<dyn Backend> = match cfg.kind {
-        Kind::IoUring => {
-            Box::new(io_uring::Uring::new(file, slots, cfg.direct).map_err(|e| {
+    let mut backend: Box<dyn Backend> =
+        match cfg.kind {
+            Kind::IoUring => Box::new(io_uring::Uring::new(files, slots).map_err(|e| {
                 format!("io_uring is not available here: {e} (use --engine threads)")
-            })?)
-        }
-        Kind::Threads => Box::new(threads::Threads::new(file, slots, clock)),
-    };
+            })?),
+            Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
+        };
     schedule::drive(cfg, source, backend.as_mut(), clock, &progress)
 }
 
@@ -276,5 +355,34 @@ mod tests {
         };
         assert_eq!(same.map(996, 8), Some((992, 8)));
         assert_eq!(same.map(10, 8), Some((10, 8)));
+    }
+
+    #[test]
+    fn files_keep_offsets_fold_padding_and_cut_at_the_end() {
+        let files = Layout::Files(vec![
+            Extent {
+                base: 0,
+                size: 1000,
+            },
+            Extent {
+                base: 1 << 20,
+                size: 0,
+            },
+            Extent {
+                base: 2 << 20,
+                size: 5000,
+            },
+        ]);
+        let at = |o, s| {
+            files
+                .place(o, s)
+                .map(|p| (p.file, p.offset, p.size, p.folded, p.clamped))
+        };
+        assert_eq!(at(100, 200), Some((0, 100, 200, false, false)));
+        assert_eq!(at(900, 200), Some((0, 900, 100, false, true)));
+        assert_eq!(at(2500, 100), Some((0, 500, 100, true, false)));
+        assert_eq!(at((1 << 20) + 7, 100), None); // an empty file
+        assert_eq!(at((2 << 20) + 4999, 1), Some((2, 4999, 1, false, false)));
+        assert_eq!(at((2 << 20) + 4999, 2), Some((2, 4999, 1, false, true)));
     }
 }

@@ -4,7 +4,7 @@
 //! deadline, then a busy-wait, so lateness stays in microseconds.
 
 use super::stats::{RunResult, Timed};
-use super::{Backend, Clock, Config, Done, Mode, Progress, Source};
+use super::{Backend, Clock, Config, Done, Mode, Placed, Progress, Source};
 use crate::model::sample::Synthesized;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,10 +19,10 @@ const MAX_WAIT_NS: i64 = 20_000_000;
 struct Slot {
     sched_ns: i64,
     issue_ns: i64,
-    stream: u32,
-    op: u8,
-    offset: u64,
-    size: u32,
+    /// The source's request, before mapping.
+    req: Synthesized,
+    /// Where it goes on the target.
+    at: Placed,
 }
 
 struct Driver<'a> {
@@ -57,17 +57,20 @@ impl Driver<'_> {
                 sched_ns: s.sched_ns,
                 issue_ns: d.issue_ns.unwrap_or(s.issue_ns),
                 done_ns: d.done_ns.unwrap_or(now),
-                stream: s.stream,
-                op: s.op,
-                offset: s.offset,
-                size: s.size,
+                stream: s.req.stream,
+                op: s.req.op,
+                file: s.at.file,
+                offset: s.at.offset,
+                size: s.at.size,
                 res: d.res,
+                model_offset: s.req.offset,
+                model_size: s.req.size,
             };
             self.result.add(&t);
             let p = self.progress;
             p.completed.fetch_add(1, Ordering::Relaxed);
             if d.res >= 0 {
-                p.bytes.fetch_add(s.size as u64, Ordering::Relaxed);
+                p.bytes.fetch_add(s.at.size as u64, Ordering::Relaxed);
             } else {
                 p.errors.fetch_add(1, Ordering::Relaxed);
             }
@@ -119,19 +122,18 @@ impl Driver<'_> {
         Ok(true)
     }
 
-    fn issue(&mut self, r: &Synthesized, sched_ns: i64) -> Result<(), String> {
+    /// Issues the source's request `req` at its place `at` on the target.
+    fn issue(&mut self, req: &Synthesized, at: Placed, sched_ns: i64) -> Result<(), String> {
         let slot = self.free.pop().expect("a free slot");
         let issue_ns = self.clock.now_ns();
         self.slots[slot] = Some(Slot {
             sched_ns,
             issue_ns,
-            stream: r.stream,
-            op: r.op,
-            offset: r.offset,
-            size: r.size,
+            req: *req,
+            at,
         });
         self.backend
-            .submit(slot, r.op, r.offset, r.size)
+            .submit(slot, at.file as usize, req.op, at.offset, at.size)
             .map_err(|e| format!("submitting I/O: {e}"))?;
         self.progress.issued.fetch_add(1, Ordering::Relaxed);
         self.result.max_inflight_seen = self.result.max_inflight_seen.max(self.inflight());
@@ -177,14 +179,18 @@ pub fn drive(
             d.result.skipped += 1; // trim: not issued
             continue;
         }
-        let Some((offset, size)) = cfg.mapper.map(r.offset, r.size) else {
+        let Some(mut at) = cfg.layout.place(r.offset, r.size) else {
+            if matches!(cfg.layout, super::Layout::Files(_)) {
+                d.result.skipped += 1; // an empty replica file
+                continue;
+            }
             return Err("the target is smaller than one block".into());
         };
-        let r = Synthesized {
-            offset,
-            size: if r.op == 2 { 0 } else { size },
-            ..r
-        };
+        d.result.folded += at.folded as u64;
+        d.result.clamped += at.clamped as u64;
+        if r.op == 2 {
+            at.size = 0;
+        }
         let sched = match cfg.mode {
             Mode::Open => {
                 let sched = start + r.ts_ns;
@@ -207,7 +213,7 @@ pub fn drive(
                 d.clock.now_ns()
             }
         };
-        d.issue(&r, sched)?;
+        d.issue(&r, at, sched)?;
         if d.inflight() > 0 && matches!(cfg.mode, Mode::Open) {
             d.reap(None)?;
         }

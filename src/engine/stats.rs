@@ -12,9 +12,14 @@ pub struct Timed {
     pub done_ns: i64,
     pub stream: u32,
     pub op: u8,
+    /// Where the request went on the target: file (index into the target's files), offset.
+    pub file: u32,
     pub offset: u64,
     pub size: u32,
     pub res: i64,
+    /// The request as the source (model or trace) gave it, before mapping onto the target.
+    pub model_offset: u64,
+    pub model_size: u32,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -80,7 +85,8 @@ pub struct Second {
     pub bytes: u64,
 }
 
-/// Every request's times, for `--record` (columns).
+/// Every request's times, for `--record` (columns): the source's address and size, and
+/// where it went on the target.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
     pub sched_ns: Vec<i64>,
@@ -90,6 +96,9 @@ pub struct Record {
     pub op: Vec<u8>,
     pub offset: Vec<u64>,
     pub size: Vec<u32>,
+    pub file: Vec<u32>,
+    pub target_offset: Vec<u64>,
+    pub target_size: Vec<u32>,
 }
 
 /// The result of a run.
@@ -103,8 +112,11 @@ pub struct RunResult {
     /// Stopped early (signal): what was issued was drained and measured.
     pub partial: bool,
     pub first_error: Option<String>,
-    /// Requests the engine does not issue (trim).
+    /// Requests the engine does not issue (trim, or aimed at an empty replica file).
     pub skipped: u64,
+    /// Replica files: requests folded from a file's padding into it, and cut at its end.
+    pub folded: u64,
+    pub clamped: u64,
     pub max_inflight_seen: usize,
     /// The schedule's start on the clock: the timeline counts seconds from it.
     pub origin_ns: i64,
@@ -159,8 +171,11 @@ impl RunResult {
             r.done_ns.push(t.done_ns);
             r.stream.push(t.stream);
             r.op.push(t.op);
-            r.offset.push(t.offset);
-            r.size.push(t.size);
+            r.offset.push(t.model_offset);
+            r.size.push(t.model_size);
+            r.file.push(t.file);
+            r.target_offset.push(t.offset);
+            r.target_size.push(t.size);
         }
     }
 }

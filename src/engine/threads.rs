@@ -18,6 +18,7 @@ pub const MAX_THREADS: usize = 256;
 
 struct Job {
     slot: usize,
+    file: usize,
     op: u8,
     offset: u64,
     size: u32,
@@ -30,15 +31,15 @@ pub struct Threads {
 }
 
 impl Threads {
-    pub fn new(file: File, slots: usize, clock: Clock) -> Threads {
-        let file = Arc::new(file);
+    pub fn new(files: Vec<File>, slots: usize, clock: Clock) -> Threads {
+        let files = Arc::new(files);
         let (jobs, job_rx) = channel::<Job>();
         let job_rx = Arc::new(Mutex::new(job_rx));
         let (done_tx, done) = channel();
         let workers = (0..slots.clamp(1, MAX_THREADS))
             .map(|_| {
-                let (file, rx, tx) = (file.clone(), job_rx.clone(), done_tx.clone());
-                std::thread::spawn(move || worker(&file, &rx, &tx, clock))
+                let (files, rx, tx) = (files.clone(), job_rx.clone(), done_tx.clone());
+                std::thread::spawn(move || worker(&files, &rx, &tx, clock))
             })
             .collect();
         Threads {
@@ -49,7 +50,7 @@ impl Threads {
     }
 }
 
-fn worker(file: &File, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, clock: Clock) {
+fn worker(files: &[File], jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, clock: Clock) {
     let mut buf = AlignedBuf::new(0);
     loop {
         let job = match jobs.lock() {
@@ -60,6 +61,7 @@ fn worker(file: &File, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, clock: 
             Err(_) => return,
         };
         buf.ensure(job.size as usize);
+        let file = &files[job.file];
         let issue = clock.now_ns();
         let r = match job.op {
             0 => file.read_at(buf.slice_mut(job.size as usize), job.offset),
@@ -84,9 +86,17 @@ fn worker(file: &File, jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, clock: 
 }
 
 impl Backend for Threads {
-    fn submit(&mut self, slot: usize, op: u8, offset: u64, size: u32) -> io::Result<()> {
+    fn submit(
+        &mut self,
+        slot: usize,
+        file: usize,
+        op: u8,
+        offset: u64,
+        size: u32,
+    ) -> io::Result<()> {
         let job = Job {
             slot,
+            file,
             op,
             offset,
             size,
