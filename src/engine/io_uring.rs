@@ -128,21 +128,22 @@ impl Backend for Uring {
         // slot's completion is reaped (the engine frees a slot only then).
         unsafe {
             while self.ring.submission().push(&sqe).is_err() {
-                self.ring.submit()?;
-            }
-        }
-        loop {
-            match self.ring.submit() {
-                Ok(_) => break,
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                    std::thread::yield_now();
-                    continue;
-                }
-                Err(e) => return Err(e),
+                self.flush()?;
             }
         }
         self.inflight += 1;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        while !self.ring.submission().is_empty() {
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => std::thread::yield_now(),
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 

@@ -43,8 +43,8 @@ pub struct Done {
 
 /// An I/O backend: submits requests into slots and reports their completions.
 pub trait Backend {
-    /// Issues one request (op 0 read, 1 write, 2 flush) on target file `file` using slot
-    /// `slot`'s buffer.
+    /// Queues one request (op 0 read, 1 write, 2 flush) on target file `file` using slot
+    /// `slot`'s buffer; it is issued at the latest by the next `flush`.
     fn submit(
         &mut self,
         slot: usize,
@@ -56,6 +56,10 @@ pub trait Backend {
     /// Appends finished requests to `out`; waits up to `wait` for the first one when none is
     /// ready (None: never waits).
     fn reap(&mut self, wait: Option<std::time::Duration>, out: &mut Vec<Done>) -> io::Result<()>;
+    /// Issues every queued request (one system call for many, where the backend can).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Which backend runs the I/O.
@@ -322,7 +326,40 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
             })?),
             Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
         };
-    schedule::drive(cfg, source, backend.as_mut(), clock, &progress)
+    // requests are synthesized on a producer thread, ahead of the schedule: generating a
+    // fluctuation window inline stalled issuing (p99 lateness 645 µs at 50k/s in bench/engine)
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Synthesized>>(AHEAD_BATCHES);
+        scope.spawn(move || produce(source, tx));
+        let ahead = rx.into_iter().flatten();
+        schedule::drive(cfg, ahead, backend.as_mut(), clock, &progress)
+    })
+}
+
+/// Requests per batch handed from the producer thread to the engine, and batches in flight.
+const AHEAD_BATCH: usize = 4096;
+const AHEAD_BATCHES: usize = 16;
+
+/// Sends the source's requests in batches until it ends or the engine stops listening.
+fn produce(source: Source, tx: std::sync::mpsc::SyncSender<Vec<Synthesized>>) {
+    let mut batch = Vec::with_capacity(AHEAD_BATCH);
+    for r in source {
+        batch.push(r);
+        let full = batch.len() == AHEAD_BATCH;
+        if full
+            && tx
+                .send(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(AHEAD_BATCH),
+                ))
+                .is_err()
+        {
+            return; // the engine stopped
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.send(batch);
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! deadline, then a busy-wait, so lateness stays in microseconds.
 
 use super::stats::{RunResult, Timed};
-use super::{Backend, Clock, Config, Done, Mode, Placed, Progress, Source};
+use super::{Backend, Clock, Config, Done, Mode, Placed, Progress};
 use crate::model::sample::Synthesized;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -111,8 +111,19 @@ impl Driver<'_> {
         }
     }
 
+    /// Issues what is queued (closed mode queues while slots are free: one system call for a
+    /// batch, as fio does).
+    fn flush(&mut self) -> Result<(), String> {
+        self.backend
+            .flush()
+            .map_err(|e| format!("submitting I/O: {e}"))
+    }
+
     /// Waits for a free slot. Returns false when asked to stop.
     fn wait_slot(&mut self) -> Result<bool, String> {
+        if self.free.is_empty() {
+            self.flush()?;
+        }
         while self.free.is_empty() {
             if self.progress.stopping() {
                 return Ok(false);
@@ -141,6 +152,7 @@ impl Driver<'_> {
     }
 
     fn drain(&mut self) -> Result<(), String> {
+        self.flush()?;
         while self.inflight() > 0 {
             self.reap(Some(Duration::from_nanos(MAX_WAIT_NS as u64)))?;
         }
@@ -151,7 +163,7 @@ impl Driver<'_> {
 /// Runs `source` against the backend in the configured mode.
 pub fn drive(
     cfg: &Config,
-    source: Source,
+    source: impl Iterator<Item = Synthesized>,
     backend: &mut dyn Backend,
     clock: Clock,
     progress: &Progress,
@@ -214,8 +226,11 @@ pub fn drive(
             }
         };
         d.issue(&r, at, sched)?;
-        if d.inflight() > 0 && matches!(cfg.mode, Mode::Open) {
-            d.reap(None)?;
+        if matches!(cfg.mode, Mode::Open) {
+            d.flush()?; // on time: each request goes out when it is due
+            if d.inflight() > 0 {
+                d.reap(None)?;
+            }
         }
     }
     d.drain()?;
