@@ -157,6 +157,8 @@ struct Budgets {
     flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
     remaining: Vec<u64>,
     all: Fenwick,
+    /// The sum of `remaining` (kept, not queried from `all`, on every request).
+    left: u64,
     categories: Vec<Vec<u64>>,
     node_entry: FxHashMap<(u32, u64), Vec<u64>>,
 }
@@ -383,7 +385,7 @@ impl Sampler {
             i,
         } = st;
         for _ in 0..n {
-            if budget.all.prefix(budget.all.len()) == 0 {
+            if budget.left == 0 {
                 *budget = s.initial.clone(); // a full pass is done: start the next one
             }
             let (cat, target, gap) = match (*i, *cur, s.first) {
@@ -435,14 +437,15 @@ impl Sampler {
         q: u64,
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
+        // the transition's categories hold exactly its remaining count: draw below it
+        let c = take_of(&mut b.categories[t], b.remaining[t], rng).unwrap_or(0);
         b.remaining[t] -= 1;
+        b.left -= 1;
         b.all.add(t, -1);
         let key = s.keys[t];
         if !self.flat {
             remove_stay(&mut b.rows, &self.tree, &key);
         }
-        let counts = &mut b.categories[t];
-        let c = take(counts, rng).unwrap_or(0);
         let (cat, iat) = &s.cats[t][c];
         (*cat, q, iat.sample(rng))
     }
@@ -513,7 +516,7 @@ impl Sampler {
         b: &mut Budgets,
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
-        let left = b.all.prefix(b.all.len());
+        let left = b.left;
         if left == 0 {
             let leaf = s.leaves.pick(rng).unwrap_or(0);
             let cat = s.first.map(|f| f.1).unwrap_or(Category {
@@ -862,6 +865,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         flat_rows: FxHashMap::default(),
         remaining: Vec::with_capacity(n),
         all: Fenwick::new(n.max(1)),
+        left: 0,
         categories: Vec::with_capacity(n),
         node_entry: FxHashMap::default(),
     };
@@ -908,6 +912,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         }
         b.remaining.push(total);
         b.all.add(idx, total as i64);
+        b.left += total;
         b.categories.push(counts);
         keys.push(key);
         cats.push(list);
@@ -980,6 +985,11 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
 /// Draws an index by count and uses one count of it.
 fn take(counts: &mut [u64], rng: &mut Pcg64Mcg) -> Option<usize> {
     let total: u64 = counts.iter().sum();
+    take_of(counts, total, rng)
+}
+
+/// `take` when the counts' total is known.
+fn take_of(counts: &mut [u64], total: u64, rng: &mut Pcg64Mcg) -> Option<usize> {
     if total == 0 {
         return None;
     }
