@@ -23,7 +23,7 @@ const REREF_BLOCK: u64 = 4096;
 /// How many stack entries a re-reference may look past its drawn distance for its leaf.
 const REREF_SEARCH: u64 = 1024;
 /// How often a cold request re-draws an offset that landed on an old block.
-const COLD_RETRIES: u32 = 16;
+const COLD_RETRIES: u32 = 4;
 
 /// One generated request before times are placed: (op, offset, size).
 type Request = (u8, u64, u32);
