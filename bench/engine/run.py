@@ -44,7 +44,7 @@ SECONDS = 3
 CAPACITY_SECONDS = 5
 
 
-def fixed_rate_model(rate: float, n: int = 20_000) -> Model:
+def fixed_rate_model(rate: float, n: int = 20_000, reref: bool = True) -> Model:
     """Reads of 4 KiB, uniformly random over SIZE, exactly `rate` per second (as
     tests/test_engine.py builds its fixed-rate model)."""
     rng = np.random.default_rng(1)
@@ -57,7 +57,7 @@ def fixed_rate_model(rate: float, n: int = 20_000) -> Model:
             "size": np.full(n, 4096, dtype=np.uint32),
         }
     )
-    return fit(Trace(df, TraceMeta(capacity=SIZE)), levels=2, iat="fixed")
+    return fit(Trace(df, TraceMeta(capacity=SIZE)), levels=2, iat="fixed", reref=reref)
 
 
 @dataclass
@@ -162,20 +162,27 @@ def fio_closed(target: Path, direct: bool) -> dict:
     return {"iops": job["read"]["iops"], "cpu_us": out.cpu_s / n * 1e6}
 
 
-def capacity(model: Path, files: dict[str, Path], work: Path) -> tuple[str, bool]:
+def capacity(models: dict[str, Path], files: dict[str, Path], work: Path) -> tuple[str, bool]:
+    """fio against the model fitted as fio's randread is (no re-references), the goal's
+    comparison, and against iotwin's default model (re-references on) for the record."""
     rows, ok = [], True
     for label, (target, direct) in files.items():
-        it = iotwin_closed(model, target, direct, work)
         fi = fio_closed(target, direct)
-        ratio = it["iops"] / fi["iops"]
-        ok &= ratio >= 1.0
-        row = (f"| {label} | {it['iops']:,.0f} | {fi['iops']:,.0f} | {ratio:.2f}x | "
-               f"{it['cpu_us']:.2f} / {fi['cpu_us']:.2f} µs |")  # fmt: skip
-        print(row, flush=True)
-        rows.append(row)
-    head = ("| file | iotwin IOPS | fio IOPS | iotwin / fio | CPU per request iotwin / fio |\n"
-            "|---|---|---|---|---|\n")  # fmt: skip
+        for name, model in models.items():
+            it = iotwin_closed(model, target, direct, work)
+            ratio = it["iops"] / fi["iops"]
+            if name == GOAL_MODEL:
+                ok &= ratio >= 1.0
+            row = (f"| {label} | {name} | {it['iops']:,.0f} | {fi['iops']:,.0f} | {ratio:.2f}x | "
+                   f"{it['cpu_us']:.2f} / {fi['cpu_us']:.2f} µs |")  # fmt: skip
+            print(row, flush=True)
+            rows.append(row)
+    head = ("| file | iotwin model | iotwin IOPS | fio IOPS | iotwin / fio | CPU per request iotwin / fio |\n"
+            "|---|---|---|---|---|---|\n")  # fmt: skip
     return head + "\n".join(rows), ok
+
+
+GOAL_MODEL = "random reads (--no-reref, as fio's randread)"
 
 
 def direct_file() -> Path | None:
@@ -207,8 +214,11 @@ def main() -> None:
         work = Path(tmp)
         model = work / "fixed.json"
         fixed_rate_model(BASE_RATE).save(model)
+        plain = work / "fixed-noreref.json"
+        fixed_rate_model(BASE_RATE, reref=False).save(plain)
         t_table, t_ok = timing(model, shm, work)
-        c_table, c_ok = capacity(model, files, work)
+        models = {GOAL_MODEL: plain, "default (re-references on)": model}
+        c_table, c_ok = capacity(models, files, work)
     for target, _ in files.values():
         target.unlink()
     body = (
@@ -223,7 +233,10 @@ def main() -> None:
         + t_table
         + "\n\n(b) Capacity: closed loop, 4 KiB random reads, io_uring, iodepth 32, one "
         f"worker, {CAPACITY_SECONDS} s. CPU per request from the child's rusage (iotwin's "
-        "net of a start-up run of the same command). Goal: >= 1.0x fio's IOPS: "
+        "net of a start-up run of the same command). fio's randread has no block reuse; its "
+        "faithful model is fitted with --no-reref. The default model also keeps each stream's "
+        "LRU history for re-references, which its producer thread pays per request. "
+        "Goal: >= 1.0x fio's IOPS: "
         f"**{'met' if c_ok else 'missed'}**.\n\n" + c_table
     )
     print(body)

@@ -84,11 +84,23 @@ pub struct Uring {
 }
 
 impl Uring {
-    pub fn new(files: Vec<File>, slots: usize) -> io::Result<Uring> {
+    /// `batched`: the caller enters the kernel for every batch (closed loop), so completion
+    /// work may wait for it (COOP_TASKRUN, SINGLE_ISSUER; 5.19+): no inter-processor
+    /// interrupts, 0.55x -> 0.9x fio's buffered IOPS. The open loop spins in user space
+    /// between deadlines and needs completions posted at once, so it keeps a plain ring.
+    pub fn new(files: Vec<File>, slots: usize, batched: bool) -> io::Result<Uring> {
         let entries = (slots.max(1) as u32).next_power_of_two().min(32768);
-        let ring = IoUring::builder()
-            .setup_cqsize(entries * 2)
-            .build(entries)?;
+        let plain = || IoUring::builder().setup_cqsize(entries * 2).build(entries);
+        let ring = if batched {
+            IoUring::builder()
+                .setup_cqsize(entries * 2)
+                .setup_coop_taskrun()
+                .setup_single_issuer()
+                .build(entries)
+                .or_else(|_| plain())?
+        } else {
+            plain()?
+        };
         if !ring.params().is_feature_ext_arg() {
             return Err(io::Error::other(
                 "the kernel lacks IORING_FEAT_EXT_ARG (5.11+)",

@@ -319,13 +319,14 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
     let clock = Clock::new();
-    let mut backend: Box<dyn Backend> =
-        match cfg.kind {
-            Kind::IoUring => Box::new(io_uring::Uring::new(files, slots).map_err(|e| {
-                format!("io_uring is not available here: {e} (use --engine threads)")
-            })?),
-            Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
-        };
+    let mut backend: Box<dyn Backend> = match cfg.kind {
+        Kind::IoUring => Box::new(
+            io_uring::Uring::new(files, slots, matches!(cfg.mode, Mode::Closed { .. })).map_err(
+                |e| format!("io_uring is not available here: {e} (use --engine threads)"),
+            )?,
+        ),
+        Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
+    };
     // requests are synthesized on a producer thread, ahead of the schedule: generating a
     // fluctuation window inline stalled issuing (p99 lateness 645 µs at 50k/s in bench/engine)
     std::thread::scope(|scope| {
