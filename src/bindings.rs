@@ -53,6 +53,16 @@ pub fn parsed_to_py<'py>(py: Python<'py>, p: &Parsed) -> PyResult<Bound<'py, PyD
     Ok(d)
 }
 
+/// Runs a parser without the GIL and returns its chunk as a dict, or its error as the
+/// ValueError the Python side turns into a message naming the file.
+fn parse_without_gil<'py>(
+    py: Python<'py>,
+    parse: impl FnOnce() -> Result<Parsed, ParseError> + Send,
+) -> PyResult<Bound<'py, PyDict>> {
+    let parsed = py.detach(parse).map_err(|e| parse_error_to_py(&e))?;
+    parsed_to_py(py, &parsed)
+}
+
 /// Reads a contiguous buffer of T from any object with the buffer protocol (numpy, bytes).
 pub fn buffer_vec<T: pyo3::buffer::Element + Copy>(obj: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
     let buf = PyBuffer::<T>::get(obj)?;
@@ -76,10 +86,7 @@ fn parse_vscsi<'py>(
     } else {
         Version::V1
     };
-    let parsed = py
-        .detach(|| parse(buf, v, first_record, byte_base, skip_bad))
-        .map_err(|e| parse_error_to_py(&e))?;
-    parsed_to_py(py, &parsed)
+    parse_without_gil(py, || parse(buf, v, first_record, byte_base, skip_bad))
 }
 
 /// The vscsi version (1 or 2) of a trace's first bytes, or 0 when it is not vscsi.
@@ -150,10 +157,7 @@ impl BlktraceReader {
         at_end: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let reader = &mut self.0;
-        let parsed = py
-            .detach(|| reader.feed(buf, at_end))
-            .map_err(|e| parse_error_to_py(&e))?;
-        parsed_to_py(py, &parsed)
+        parse_without_gil(py, || reader.feed(buf, at_end))
     }
 }
 
@@ -169,10 +173,9 @@ fn parse_blkparse<'py>(
     skip_bad: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (event, by) = event_and_stream(events, stream_by)?;
-    let parsed = py
-        .detach(|| crate::readers::blkparse::parse(buf, first_line, event, by, skip_bad))
-        .map_err(|e| parse_error_to_py(&e))?;
-    parsed_to_py(py, &parsed)
+    parse_without_gil(py, || {
+        crate::readers::blkparse::parse(buf, first_line, event, by, skip_bad)
+    })
 }
 
 /// The fio iolog version (2 or 3) of a file's first bytes, or 0 when it is not an iolog.
@@ -199,10 +202,7 @@ impl FioIologReader {
         first_line: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let reader = &mut self.0;
-        let parsed = py
-            .detach(|| reader.feed(buf, first_line))
-            .map_err(|e| parse_error_to_py(&e))?;
-        parsed_to_py(py, &parsed)
+        parse_without_gil(py, || reader.feed(buf, first_line))
     }
 
     /// File names by id.
@@ -241,10 +241,7 @@ impl StraceParser {
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = byte_base;
         let inner = &mut self.inner;
-        let parsed = py
-            .detach(|| inner.parse(buf, first_line))
-            .map_err(|e| parse_error_to_py(&e))?;
-        parsed_to_py(py, &parsed)
+        parse_without_gil(py, || inner.parse(buf, first_line))
     }
 
     /// The path of each file id.
