@@ -763,6 +763,31 @@ fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// Runs a block stream (uint64 buffer) through a fresh cache policy without the GIL;
+/// returns (hits, misses). See `sim::cache`.
+#[pyfunction]
+fn cache_simulate(
+    py: Python<'_>,
+    blocks: &Bound<'_, PyAny>,
+    policy: &str,
+    capacity_blocks: usize,
+) -> PyResult<(u64, u64)> {
+    use crate::sim::cache::{make_policy, simulate};
+    let mut cache = make_policy(policy, capacity_blocks).map_err(PyValueError::new_err)?;
+    let buf = PyBuffer::<u64>::get(blocks)?;
+    let blocks = buffer_slice(&buf)?;
+    Ok(py.detach(|| simulate(cache.as_mut(), blocks)))
+}
+
+/// (name, about) of every cache policy, in registry order.
+#[pyfunction]
+fn cache_policies() -> Vec<(&'static str, &'static str)> {
+    crate::sim::cache::POLICIES
+        .iter()
+        .map(|p| (p.name, p.about))
+        .collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
@@ -782,5 +807,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;
     m.add_class::<EngineRun>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_policies, m)?)?;
     Ok(())
 }

@@ -1,0 +1,2 @@
+//! The storage simulator. `cache` holds the SSD-cache replacement policies.
+pub mod cache;
