@@ -99,3 +99,25 @@ def simulate(
         "misses": misses,
         "hit_ratio": hits / total if total else 0.0,
     }
+
+
+ORACLE_GENERAL = np.dtype(
+    [("clock_time", "<u4"), ("obj_id", "<u8"), ("obj_size", "<u4"), ("next_access_vtime", "<i8")]
+)
+
+
+def write_libcachesim(blocks: np.ndarray, path: str | Path) -> Path:
+    """Writes a block stream as a libCacheSim `oracleGeneral` binary trace (24-byte records:
+    time, object id, size, next access), each block an object of size 1, so that a libCacheSim
+    cache of N bytes holds N blocks, as an iotwin cache of N blocks does. The time field is 0
+    (no policy compared here reads it; it also keeps libCacheSim's TTL from expiring objects)
+    and next access is -1 (unknown)."""
+    from .source import atomic_output
+
+    records = np.zeros(len(blocks), dtype=ORACLE_GENERAL)
+    records["obj_id"] = blocks
+    records["obj_size"] = 1
+    records["next_access_vtime"] = -1
+    with atomic_output(path) as tmp:
+        records.tofile(tmp)
+    return Path(path)

@@ -20,6 +20,9 @@ pub trait CachePolicy: Send {
     fn len(&self) -> usize;
     /// Blocks.
     fn capacity(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 pub struct PolicyInfo {
@@ -124,7 +127,7 @@ pub(crate) mod testing {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let r = x % universe;
-                if x % 3 == 0 {
+                if x.is_multiple_of(3) {
                     r % (universe / 10 + 1)
                 } else {
                     r

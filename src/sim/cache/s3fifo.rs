@@ -105,7 +105,7 @@ impl S3Fifo {
                 };
             } else {
                 evicted.push(self.slab.block(i));
-                self.to_ghost(i);
+                self.remember_in_ghost(i);
                 return;
             }
         }
@@ -129,7 +129,7 @@ impl S3Fifo {
     }
 
     /// A block leaving S unseen is remembered in G (whose oldest entry goes when G is full).
-    fn to_ghost(&mut self, i: u32) {
+    fn remember_in_ghost(&mut self, i: u32) {
         if self.ghost_cap == 0 {
             self.map.remove(&self.slab.block(i));
             self.slab.release(i);
