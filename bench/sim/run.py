@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -158,6 +159,7 @@ def main() -> None:
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     streams = make_streams(args.accesses)
     print(HEADER)
     rows = cache_rows(streams, sizes, args.repeat)
@@ -178,7 +180,8 @@ def main() -> None:
             f"`python bench/sim/run.py --accesses {args.accesses} --sizes {args.sizes}`: "
             "cache policies alone (no device), each cell a fresh process per side, imports "
             "and input loading before the clock; iotwin best of "
-            f"{args.repeat}, libCacheSim best of hashpower {HASHPOWERS}. Streams: cloudphysics = the 4 KiB block stream "
+            f"{args.repeat}, libCacheSim best of hashpower {HASHPOWERS}. Load average "
+            f"{load:.1f} at the start. Streams: cloudphysics = the 4 KiB block stream "
             "of cloudPhysicsIO.vscsi repeated; zipf = Zipf(0.8) over 4M blocks, seed 1.\n\n"
             + HEADER
             + "\n"
