@@ -1,0 +1,137 @@
+"""The `iotwin sim` and `iotwin whatif ...` commands: thin wrappers over the study modules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..source import atomic_output
+
+whatif_app = typer.Typer(
+    help="What-if studies on the simulator: SSD caching, defragmentation, intensity, levels, stress.",
+    no_args_is_help=True,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+WorkloadArg = Annotated[
+    Path, typer.Argument(help="A trace (any format or canonical Parquet) or a model JSON.")
+]
+DeviceOpt = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        "-d",
+        help="Device: a preset (hdd-7200, hdd-15k, ssd-sata, ssd-nvme), PRESET:field=value,..., "
+        "tiered:size=16G,over=hdd-7200,ssd=ssd-sata,policy=lru,write=back, or a JSON file.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Also write the JSON result to this file.")
+]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (same seed, same result).")]
+FormatOpt = Annotated[
+    str | None, typer.Option("--format", "-f", help="Trace format; auto-detected if omitted.")
+]
+
+
+def load_trace_quietly(path: Path, format: str | None = None):
+    from ..ingest import load_trace
+
+    with err_console.status(f"reading {path} ..."):
+        return load_trace(path, format)
+
+
+def emit(result: dict[str, Any], json_out: bool, out: Path | None, render) -> None:
+    """Prints `result` as JSON or tables, and saves it when asked."""
+    text = json.dumps(result, indent=1) + "\n"
+    if out is not None:
+        with atomic_output(out) as tmp:
+            tmp.write_text(text)
+    if json_out:
+        typer.echo(text, nl=False)
+    else:
+        render(result, console)
+
+
+def parse_intensity(text: str) -> float | None:
+    """A positive number, or None for "auto"."""
+    from ..errors import IotwinError
+
+    if text == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise IotwinError(f"--intensity '{text}': expected a number or 'auto'") from None
+    if not value > 0:
+        raise IotwinError(f"--intensity '{text}': must be positive")
+    return value
+
+
+def sim(
+    workload: WorkloadArg,
+    device: DeviceOpt = "hdd-7200",
+    intensity: Annotated[
+        str,
+        typer.Option(
+            "--intensity",
+            help="Arrival-rate multiplier, or 'auto': the highest rate up to 1 that keeps the "
+            "device about 60% busy.",
+        ),
+    ] = "1",
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Simulate a trace (or a model's synthetic twin) on a device, open loop."""
+    from ..sim import simulate
+    from . import auto_intensity, load_workload
+
+    with err_console.status("preparing ..."):
+        w = load_workload(workload, lambda p: load_trace_quietly(p, format))
+        trace = w.reference(seed)
+        scale = parse_intensity(intensity)
+        if scale is None:
+            scale = auto_intensity(trace, device, seed)
+    with err_console.status(f"simulating {len(trace):,} requests ..."):
+        result = simulate(trace, device, scale, seed)
+    doc = {
+        "kind": "sim",
+        "workload": w.name,
+        "of": "original" if w.original is not None else "twin",
+    }
+    emit({**doc, **result.as_dict()}, json_out, out, render_sim)
+
+
+def render_sim(r: dict[str, Any], console: Console) -> None:
+    t = Table(title=f"{r['workload']} ({r['of']}) on {r['device']}", show_header=False)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    rows = [
+        ("intensity", f"{r['intensity']:.4g}x"),
+        ("requests", f"{r['requests']:,}"),
+        ("offered IOPS", _num(r["offered_iops"])),
+        ("completed IOPS", _num(r["completed_iops"])),
+        ("mean response", f"{r['mean_ms']:.3f} ms"),
+        ("p50 / p95 / p99", f"{r['p50_ms']:.3f} / {r['p95_ms']:.3f} / {r['p99_ms']:.3f} ms"),
+        ("max response", f"{r['max_ms']:.3f} ms"),
+        ("utilisation", f"{r['utilisation']:.1%}"),
+    ]
+    if r["cache_hit_ratio"] is not None:
+        rows.append(("cache hit ratio", f"{r['cache_hit_ratio']:.1%}"))
+        rows.append(("dirty blocks written back", f"{r['writebacks']:,}"))
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
