@@ -8,7 +8,7 @@
 //! mean over uniformly random start and end positions (density `2(1-d)`) is the datasheet's
 //! average seek: `E[d^p] = 2 / ((p+1)(p+2))`.
 
-use super::{number, transfer_ns, Device, DeviceReport, SimRequest};
+use super::{number, transfer_ns, Device, DeviceReport, SimRequest, SlowRegions};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde_json::Value;
@@ -26,10 +26,13 @@ pub struct HddParams {
     /// How far past the last read the drive keeps reading ahead, bytes.
     pub read_ahead_bytes: u64,
     pub capacity: u64,
+    /// Address ranges whose requests take `factor` times their service time.
+    pub slow: SlowRegions,
 }
 
 impl HddParams {
     pub fn from_spec(spec: &Value) -> Result<HddParams, String> {
+        let capacity = number(spec, "capacity_bytes")? as u64;
         let p = HddParams {
             rpm: number(spec, "rpm")?,
             track_to_track_ms: number(spec, "track_to_track_ms")?,
@@ -38,7 +41,8 @@ impl HddParams {
             media_bytes_per_s: number(spec, "media_mb_per_s")? * 1e6,
             interface_bytes_per_s: number(spec, "interface_mb_per_s")? * 1e6,
             read_ahead_bytes: number(spec, "read_ahead_kib")? as u64 * 1024,
-            capacity: number(spec, "capacity_bytes")? as u64,
+            capacity,
+            slow: SlowRegions::from_spec(spec, capacity)?,
         };
         let ordered =
             p.track_to_track_ms < p.average_seek_ms && p.average_seek_ms < p.full_stroke_ms;
@@ -158,7 +162,8 @@ impl Hdd {
 impl Device for Hdd {
     fn submit(&mut self, r: &SimRequest) -> u64 {
         let start = r.arrival_ns.max(self.free_at);
-        let service = self.service_ns(r, start);
+        let nominal = self.service_ns(r, start);
+        let service = self.p.slow.scale(r.offset, nominal);
         self.free_at = start + service;
         self.busy_ns += service;
         if r.size > 0 && r.op <= 1 {

@@ -100,3 +100,72 @@ pub fn number(spec: &Value, field: &str) -> Result<f64, String> {
 pub fn transfer_ns(bytes: u64, bytes_per_s: f64) -> u64 {
     (bytes as f64 * 1e9 / bytes_per_s).round() as u64
 }
+
+/// Address ranges served slower by a factor (`"slow_regions": [[start, end, factor], ...]`),
+/// for injecting a slow zone (a failing area, a remapped band) that a stress study must find.
+#[derive(Debug, Clone, Default)]
+pub struct SlowRegions(Vec<(u64, u64, f64)>);
+
+impl SlowRegions {
+    /// The optional `slow_regions` field of a spec, checked against the device's capacity.
+    pub fn from_spec(spec: &Value, capacity: u64) -> Result<SlowRegions, String> {
+        let Some(field) = spec.get("slow_regions") else {
+            return Ok(SlowRegions::default());
+        };
+        let items = field.as_array().ok_or(
+            "device field \"slow_regions\" must be a list of [start_byte, end_byte, factor]",
+        )?;
+        let mut regions = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let bad = |why: &str| format!("device field \"slow_regions\" entry {i}: {why}");
+            let parts = item
+                .as_array()
+                .filter(|a| a.len() == 3)
+                .ok_or_else(|| bad("expected [start_byte, end_byte, factor]"))?;
+            let start = parts[0]
+                .as_u64()
+                .ok_or_else(|| bad("start_byte must be a whole number"))?;
+            let end = parts[1]
+                .as_u64()
+                .ok_or_else(|| bad("end_byte must be a whole number"))?;
+            let factor = parts[2]
+                .as_f64()
+                .ok_or_else(|| bad("factor must be a number"))?;
+            if start >= end {
+                return Err(bad(&format!(
+                    "start_byte {start} must be below end_byte {end}"
+                )));
+            }
+            if end > capacity {
+                return Err(bad(&format!(
+                    "end_byte {end} is past the device's capacity of {capacity} bytes"
+                )));
+            }
+            if !(factor.is_finite() && factor > 0.0) {
+                return Err(bad(&format!(
+                    "factor must be a positive number, got {factor}"
+                )));
+            }
+            regions.push((start, end, factor));
+        }
+        Ok(SlowRegions(regions))
+    }
+
+    /// The factor for a request starting at `offset` (1 outside every region; the product
+    /// where regions overlap).
+    pub fn factor(&self, offset: u64) -> f64 {
+        self.0
+            .iter()
+            .filter(|&&(start, end, _)| (start..end).contains(&offset))
+            .map(|&(_, _, f)| f)
+            .product()
+    }
+
+    /// `service_ns` scaled by the factor at `offset`.
+    pub fn scale(&self, offset: u64, service_ns: u64) -> u64 {
+        if self.0.is_empty() {
+            return service_ns;
+        }
+        (service_ns as f64 * self.factor(offset)).round() as u64
+    }
+}

@@ -3,7 +3,7 @@
 //! last page. Random 4 KiB IOPS at depth = channels / page latency; sequential bandwidth =
 //! channels * 4 KiB / page latency.
 
-use super::{number, Device, DeviceReport, SimRequest};
+use super::{number, Device, DeviceReport, SimRequest, SlowRegions};
 use serde_json::Value;
 
 pub const PAGE: u64 = 4096;
@@ -14,6 +14,8 @@ pub struct SsdParams {
     pub read_ns: u64,
     pub write_ns: u64,
     pub capacity: u64,
+    /// Address ranges whose page operations take `factor` times as long.
+    pub slow: SlowRegions,
 }
 
 pub struct Ssd {
@@ -29,11 +31,13 @@ pub fn build(spec: &Value, _seed: u64) -> Result<Box<dyn Device>, String> {
 
 impl SsdParams {
     pub fn from_spec(spec: &Value) -> Result<SsdParams, String> {
+        let capacity = number(spec, "capacity_bytes")? as u64;
         let p = SsdParams {
             channels: number(spec, "channels")? as usize,
             read_ns: (number(spec, "read_us")? * 1e3) as u64,
             write_ns: (number(spec, "write_us")? * 1e3) as u64,
-            capacity: number(spec, "capacity_bytes")? as u64,
+            capacity,
+            slow: SlowRegions::from_spec(spec, capacity)?,
         };
         if p.channels == 0 || p.read_ns == 0 || p.write_ns == 0 || p.capacity == 0 {
             return Err(
@@ -55,11 +59,17 @@ impl Ssd {
 
     /// Serves `pages` page operations of `op` arriving at `arrival`; returns the completion.
     pub fn serve_pages(&mut self, arrival: u64, op: u8, pages: u64) -> u64 {
-        let per_page = if op == 0 {
+        self.serve_pages_scaled(arrival, op, pages, 1.0)
+    }
+
+    /// `serve_pages` with every page operation `factor` times as long (a slow region).
+    fn serve_pages_scaled(&mut self, arrival: u64, op: u8, pages: u64, factor: f64) -> u64 {
+        let nominal = if op == 0 {
             self.p.read_ns
         } else {
             self.p.write_ns
         };
+        let per_page = (nominal as f64 * factor).round() as u64;
         let mut done = arrival;
         for _ in 0..pages {
             let (i, free) = self
@@ -91,7 +101,8 @@ impl Device for Ssd {
         if r.op > 1 {
             return r.arrival_ns;
         }
-        self.serve_pages(r.arrival_ns, r.op, pages(r.offset, r.size))
+        let factor = self.p.slow.factor(r.offset);
+        self.serve_pages_scaled(r.arrival_ns, r.op, pages(r.offset, r.size), factor)
     }
 
     fn report(&self) -> DeviceReport {
