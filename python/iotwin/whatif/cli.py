@@ -135,3 +135,139 @@ def render_sim(r: dict[str, Any], console: Console) -> None:
 
 def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:,.1f}"
+
+
+@whatif_app.command("levels")
+def levels_cmd(
+    trace: Annotated[Path, typer.Argument(help="A trace (any format or canonical Parquet).")],
+    device: DeviceOpt = "hdd-7200",
+    max_levels: Annotated[int, typer.Option("--max-levels", help="Fit levels 1 to this many.")] = 8,
+    intensity: Annotated[
+        str,
+        typer.Option(
+            "--intensity",
+            help="Arrival-rate multiplier for original and twins, or 'auto': the highest rate "
+            "up to 1 that keeps the device about 60% busy with the original.",
+        ),
+    ] = "auto",
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Response time of the twin per model level against the original (seed 000 Figure 6)."""
+    from ..errors import IotwinError
+    from . import is_model_file
+    from .levels import render, study
+
+    if is_model_file(trace):
+        raise IotwinError(f"{trace}: whatif levels needs a trace (it fits a model per level)")
+    data = load_trace_quietly(trace, format)
+    with err_console.status(f"fitting, synthesizing and simulating levels 1-{max_levels} ..."):
+        result = study(data, device, max_levels, parse_intensity(intensity), seed)
+    emit(result, json_out, out, render)
+
+
+@whatif_app.command("stress")
+def stress_cmd(
+    model: Annotated[Path, typer.Argument(help="A model JSON (or a trace, fitted first).")],
+    target: Annotated[
+        Path | None,
+        typer.Option(
+            "--target",
+            help="Run on real storage with the engine: a file (created, fully written) or a "
+            "block device (with --allow-device, and --destructive if the model writes).",
+        ),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            "-d",
+            help="Run on the simulator instead: a preset, PRESET:field=value,..., tiered:..., "
+            "or a JSON file.",
+        ),
+    ] = None,
+    ramp: Annotated[
+        str, typer.Option("--ramp", help="Intensities to step through, e.g. 1,2,4,8.")
+    ] = "1,2,4,8",
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            "--duration",
+            help="Length of each step (5s, 1m): engine default 5 s; simulator default the "
+            "model's whole length (at each intensity).",
+        ),
+    ] = None,
+    slow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--slow",
+            help="Simulator only: inject a slow zone START:END:FACTOR (bytes or 10G-style "
+            "sizes; service time x FACTOR for requests starting inside). Repeatable.",
+        ),
+    ] = None,
+    depth: Annotated[
+        int, typer.Option("--depth", help="Regions are the model's states at this tree depth.")
+    ] = 1,
+    seed: SeedOpt = 0,
+    size: Annotated[
+        str | None,
+        typer.Option("--size", help="Engine: target size (512M, 4G); default the capacity."),
+    ] = None,
+    direct: Annotated[
+        bool | None,
+        typer.Option("--direct/--buffered", help="Engine: O_DIRECT (default where supported)."),
+    ] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="Engine: io_uring or threads.")
+    ] = None,
+    allow_device: Annotated[
+        bool, typer.Option("--allow-device", help="Allow a block device as the target.")
+    ] = False,
+    destructive: Annotated[
+        bool, typer.Option("--destructive", help="Allow writing to a block device.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Run on a device even if mounted or holding a filesystem."),
+    ] = False,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Early problem detection: the workload at rising intensity; outlier address regions
+    and the break-away intensity (seed 001 section 6.1), on real storage or the simulator."""
+    from ..cli import _parse_size, parse_duration
+    from ..engine import RunOptions
+    from ..errors import IotwinError
+    from . import load_workload
+    from .stress import on_engine, on_simulator, parse_ramp, parse_slow, render
+
+    if (target is None) == (device is None):
+        raise IotwinError("give --target PATH (real storage) or --device SPEC (simulator), one")
+    if slow and target is not None:
+        raise IotwinError(
+            "--slow injects a slow zone into a simulated device: use it with --device"
+        )
+    steps = parse_ramp(ramp)
+    seconds = parse_duration(duration, "--duration") if duration else None
+    with err_console.status("preparing ...") as status:
+        w = load_workload(model, lambda p: load_trace_quietly(p, format))
+        if device is not None:
+            result = on_simulator(
+                w.model, device, steps, duration_s=seconds, depth=depth, seed=seed,
+                slow=[parse_slow(s) for s in slow or []], progress=status.update,
+            )  # fmt: skip
+        else:
+            opts = RunOptions(
+                duration_s=seconds, seed=seed, direct=direct, engine=engine,
+                size=_parse_size(size), allow_device=allow_device, destructive=destructive,
+                force=force,
+            )  # fmt: skip
+            result = on_engine(
+                w.model, target, steps, opts, depth=depth, progress=status.update,
+                warn=lambda m: err_console.print(f"[yellow]warning:[/yellow] {m}"),
+            )  # fmt: skip
+    result["workload"] = w.name
+    emit(result, json_out, out, render)
