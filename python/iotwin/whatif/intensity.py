@@ -63,12 +63,12 @@ def study(
 def render(r: dict[str, Any], console: Console) -> None:
     t = Table(title=f"{r['workload']} ({r['of']}) on {r['device']}: intensity sweep")
     for col in (
-        "intensity",
+        "x",
         "offered IOPS",
-        "completed IOPS",
+        "done IOPS",
         "mean ms",
         "p95 ms",
-        "utilisation",
+        "busy",
         "",
     ):
         t.add_column(col, justify="right")
