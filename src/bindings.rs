@@ -819,6 +819,7 @@ fn simulate<'py>(
     d.set_item("arrival_span_ns", res.arrival_span_ns)?;
     d.set_item("completion_span_ns", res.completion_span_ns)?;
     d.set_item("response_ns", vec_bytes(py, &res.response_ns))?;
+    d.set_item("demand_ns", vec_bytes(py, &res.demand_ns))?;
     d.set_item("device", device_report_to_py(py, &res.device)?)?;
     Ok(d)
 }

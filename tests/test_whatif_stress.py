@@ -176,8 +176,9 @@ def test_bad_options_get_clear_errors(cloud_model, tmp_path: Path) -> None:
     for text, msg in (("1,x", "'x' is not a number"), ("0,1", "must be positive"), (",", "give")):
         with pytest.raises(IotwinError, match=msg):
             parse_ramp(text)
+    beyond = 2 * resolve("hdd-7200")["capacity_bytes"]
     with pytest.raises(IotwinError, match="past the device's capacity"):
-        on_simulator(model, "hdd-7200", [1.0], slow=[[0, 2 * 10**12, 2.0]])
+        on_simulator(model, "hdd-7200", [1.0], slow=[[0, beyond, 2.0]])
     with pytest.raises(IotwinError, match="--depth 3: the model has levels 1 to 2"):
         on_simulator(model, "hdd-7200", [1.0], depth=3)
     for args, msg in (

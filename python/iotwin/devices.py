@@ -27,9 +27,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "media_mb_per_s": 175,
         "interface_mb_per_s": 600,
         "read_ahead_kib": 1024,
-        "capacity_bytes": 1_000_000_000_000,
-        "source": "Seagate Constellation ES.3 ST1000NM0033 datasheet: 7,200 rpm (4.16 ms average "
-        "latency), average read seek 8.5 ms, 175 MB/s sustained transfer, SATA 6 Gb/s, 1 TB; "
+        "capacity_bytes": 4_000_000_000_000,
+        "source": "Seagate Constellation ES.3 ST4000NM0033 datasheet: 7,200 rpm (4.16 ms average "
+        "latency), average read seek 8.5 ms, 175 MB/s sustained transfer, SATA 6 Gb/s, 4 TB; "
         "track-to-track 1 ms, full stroke 18 ms and 1 MiB read-ahead assumed",
     },
     "hdd-15k": {

@@ -19,9 +19,11 @@ from . import _core
 from .devices import describe, resolve
 from .errors import IotwinError
 from .layout import on_virtual_device
-from .trace import Trace
+from .trace import Trace, coarse_clock_ns
 
 PERCENTILES = (50, 95, 99)
+# An untimed trace (ARC, some block lists) arrives one request per millisecond before scaling.
+UNTIMED_GAP_NS = 1_000_000
 
 
 @dataclass
@@ -40,6 +42,8 @@ class SimResult:
     writebacks: int
     parts: dict[str, Any]
     response_ns: np.ndarray = field(repr=False)
+    demand_ns: np.ndarray = field(repr=False)
+    arrivals: str = "as traced"
 
     @property
     def mean_ms(self) -> float:
@@ -84,12 +88,30 @@ class SimResult:
             "busy_s": self.busy_ns / 1e9,
             "cache_hit_ratio": self.cache_hit_ratio,
             "writebacks": self.writebacks,
+            "arrivals": self.arrivals,
         }
 
 
 def placed(trace: Trace) -> Trace:
     """The trace in one address space: file-level traces laid out on a virtual device."""
     return on_virtual_device(trace)[0]
+
+
+def arrival_times(trace: Trace) -> tuple[np.ndarray, str]:
+    """Arrival times for the simulator, and how they were made: as traced; one per
+    millisecond for untimed traces; or, for a clock ticking in whole milliseconds or coarser
+    (Tencent's whole seconds), requests stamped alike spread evenly over their tick."""
+    ts = trace.numpy("ts_ns", np.int64)
+    if not trace.meta.timed:
+        return np.arange(len(ts), dtype=np.int64) * UNTIMED_GAP_NS, "untimed: 1 per ms"
+    tick = coarse_clock_ns(ts)
+    if tick is None:
+        return ts, "as traced"
+    starts = np.flatnonzero(np.concatenate(([True], ts[1:] != ts[:-1])))
+    sizes = np.diff(np.append(starts, len(ts)))
+    rank = np.arange(len(ts)) - np.repeat(starts, sizes)
+    spread = ts + (rank * tick // np.repeat(sizes, sizes)).astype(np.int64)
+    return spread, f"clock tick {tick / 1e9:g} s: spread over each tick"
 
 
 def simulate(
@@ -101,9 +123,10 @@ def simulate(
         raise IotwinError(f"--intensity must be positive, got {intensity}")
     spec = resolve(device)
     trace = placed(trace)
+    ts, arrivals = arrival_times(trace)
     try:
         raw = _core.simulate(
-            trace.numpy("ts_ns", np.int64),
+            ts,
             trace.numpy("op", np.uint8),
             trace.numpy("offset", np.uint64),
             trace.numpy("size", np.uint32),
@@ -129,7 +152,18 @@ def simulate(
         writebacks=int(dev["writebacks"]),
         parts=dict(dev["parts"]),
         response_ns=np.frombuffer(raw["response_ns"], dtype=np.uint64),
+        demand_ns=np.frombuffer(raw["demand_ns"], dtype=np.uint64),
+        arrivals=arrivals,
     )
+
+
+def peak_load(result: SimResult, ts: np.ndarray, intensity: float, window_ns: int) -> float:
+    """The busiest window's utilisation if the requests arrived at `intensity` with the
+    demands `result` measured (demand barely depends on intensity)."""
+    if len(ts) == 0:
+        return 0.0
+    window = ((ts - ts[0]) / intensity // window_ns).astype(np.int64)
+    return float(np.bincount(window, weights=result.demand_ns.astype(np.float64)).max()) / window_ns
 
 
 def speedup(baseline: SimResult, studied: SimResult) -> dict[str, float]:

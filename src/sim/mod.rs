@@ -16,6 +16,8 @@ pub struct SimResult {
     pub completion_span_ns: u64,
     /// Every request's response time (completion - arrival), ns, in trace order.
     pub response_ns: Vec<u64>,
+    /// The busy time each request added to the device (per server), ns: its demand.
+    pub demand_ns: Vec<u64>,
     pub device: DeviceReport,
 }
 
@@ -45,6 +47,7 @@ pub fn simulate(
     let capacity = device.capacity();
     let first = ts_ns.first().copied().unwrap_or(0);
     let mut response_ns = Vec::with_capacity(ts_ns.len());
+    let mut demand_ns = Vec::with_capacity(ts_ns.len());
     let mut last_done = 0u64;
     let mut last_arrival = 0u64;
     for i in 0..ts_ns.len() {
@@ -60,8 +63,10 @@ pub fn simulate(
             offset: offset[i],
             size: size[i],
         };
+        let busy = device.busy_ns();
         let done = device.submit(&r);
         response_ns.push(done - r.arrival_ns);
+        demand_ns.push(device.busy_ns() - busy);
         last_done = last_done.max(done);
         last_arrival = r.arrival_ns;
     }
@@ -70,6 +75,7 @@ pub fn simulate(
         arrival_span_ns: last_arrival,
         completion_span_ns: last_done,
         response_ns,
+        demand_ns,
         device: device.report(),
     })
 }

@@ -13,11 +13,13 @@ from pathlib import Path
 
 from ..errors import IotwinError
 from ..model import Model, fit
-from ..sim import SimResult, placed, simulate
+from ..sim import SimResult, arrival_times, peak_load, placed, simulate
 from ..trace import Trace
 
-# The auto intensity keeps the original's device this busy (the issue's bar: under 70%).
-TARGET_UTILISATION = 0.6
+# The auto intensity keeps the original's device at most this busy in its busiest second
+# (what iostat's %util would show), so response times compare service, not runaway queues.
+PEAK_UTILISATION = 0.7
+PEAK_WINDOW_NS = 1_000_000_000
 
 
 @dataclass
@@ -57,13 +59,24 @@ def load_workload(path: Path, trace_loader, levels: int | str | None = None) -> 
 
 
 def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:
-    """The intensity (at most 1) at which `trace` keeps `device` about TARGET_UTILISATION busy;
-    busy time barely depends on intensity, so utilisation scales with it."""
+    """The highest intensity, at most 1, at which `trace` keeps `device` at most
+    PEAK_UTILISATION busy in every second (bisection on the measured per-request demands)."""
     probe = simulate(trace, device, 1.0, seed)
-    if probe.busy_ns == 0 or probe.arrival_span_ns == 0:
+    ts, _ = arrival_times(placed(trace))
+    if peak_load(probe, ts, 1.0, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
         return 1.0
-    load = probe.busy_ns / (probe.arrival_span_ns * probe.servers)
-    return min(1.0, TARGET_UTILISATION / load)
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if peak_load(probe, ts, mid, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0.0:
+        raise IotwinError(
+            "no intensity keeps the device under its peak load (a single request is too long?)"
+        )
+    return float(f"{lo:.3g}")
 
 
 def parse_list(text: str, what: str, convert) -> list:

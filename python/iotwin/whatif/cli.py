@@ -137,6 +137,143 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
+PlotOpt = Annotated[
+    Path | None, typer.Option("--plot", help="Also draw the figure to this .png/.svg/.pdf file.")
+]
+IntensityOpt = Annotated[
+    str,
+    typer.Option(
+        "--intensity",
+        help="Arrival-rate multiplier, or 'auto': the highest rate up to 1 that keeps the "
+        "uncached device about 60% busy with the original.",
+    ),
+]
+
+
+def _progress():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    return Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=err_console, transient=True,
+    )  # fmt: skip
+
+
+def _sizes(text: str) -> list[int] | None:
+    from ..devices import parse_bytes
+    from . import parse_list
+
+    if text == "auto":
+        return None
+    return parse_list(text, "--sizes", lambda v: parse_bytes(v, "--sizes"))
+
+
+@whatif_app.command("cache")
+def cache_cmd(
+    workload: WorkloadArg,
+    sizes: Annotated[
+        str,
+        typer.Option(
+            "--sizes",
+            help="Cache sizes, e.g. 0,8G,16G,24G,32G; 'auto': 0, 1/8, 1/4, 1/2 and all of the "
+            "workload's footprint.",
+        ),
+    ] = "auto",
+    over: Annotated[str, typer.Option("--over", help="The HDD under the cache.")] = "hdd-7200",
+    ssd: Annotated[str, typer.Option("--ssd", help="The SSD holding the cache.")] = "ssd-sata",
+    policy: Annotated[
+        str, typer.Option("--policy", help="Cache policy (see `iotwin whatif devices`).")
+    ] = "lru",
+    write: Annotated[str, typer.Option("--write", help="Write policy: back or through.")] = "back",
+    intensity: IntensityOpt = "auto",
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    plot: PlotOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Storage speedup per SSD cache size: original, synthetic twin and uniform baseline."""
+    from . import cache, load_workload
+
+    with err_console.status("fitting the twin ..."):
+        w = load_workload(workload, lambda p: load_trace_quietly(p, format))
+    with _progress() as bar:
+        r = cache.study(
+            w, _sizes(sizes), over, ssd, policy, write, parse_intensity(intensity), seed, bar
+        )
+    emit(r, json_out, out, cache.render)
+    if plot is not None:
+        cache.plot(r, plot)
+
+
+@whatif_app.command("intensity")
+def intensity_cmd(
+    workload: WorkloadArg,
+    scales: Annotated[
+        str, typer.Option("--scales", help="Intensities to try (rate multipliers).")
+    ] = "4,2,1,0.5,0.25,0.125",
+    device: DeviceOpt = "hdd-7200",
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    plot: PlotOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Throughput and response time against intensity, naming the saturation point."""
+    from . import intensity, load_workload, parse_list
+
+    values = parse_list(scales, "--scales", parse_intensity)
+    with err_console.status("preparing ..."):
+        w = load_workload(workload, lambda p: load_trace_quietly(p, format))
+    with _progress() as bar:
+        r = intensity.study(w, values, device, seed, bar)
+    emit(r, json_out, out, intensity.render)
+    if plot is not None:
+        intensity.plot(r, plot)
+
+
+@whatif_app.command("defrag")
+def defrag_cmd(
+    trace: Annotated[Path, typer.Argument(help="A file-level trace (iotwin capture, strace).")],
+    device: DeviceOpt = "hdd-7200",
+    intensity: IntensityOpt = "auto",
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    out: OutOpt = None,
+    format: FormatOpt = None,
+) -> None:
+    """Files as captured on disk against the same files laid out contiguously."""
+    from . import defrag
+
+    t = load_trace_quietly(trace, format)
+    with err_console.status("simulating before and after ..."):
+        r = defrag.study(t, device, parse_intensity(intensity), seed)
+    emit(r, json_out, out, defrag.render)
+
+
+@whatif_app.command("devices")
+def devices_cmd() -> None:
+    """Device presets (with their datasheet sources), device kinds and cache policies."""
+    from ..devices import PRESETS
+    from ..sim import registry
+
+    t = Table(title="device presets")
+    t.add_column("name", style="bold")
+    t.add_column("kind")
+    t.add_column("from")
+    for name, p in PRESETS.items():
+        t.add_row(name, p["kind"], p["source"])
+    console.print(t)
+    reg = registry()
+    for title, rows in (("device kinds", reg["devices"]), ("cache policies", reg["policies"])):
+        t = Table(title=title)
+        t.add_column("name", style="bold")
+        t.add_column("what")
+        for name, about in rows:
+            t.add_row(name, about)
+        console.print(t)
+
+
 @whatif_app.command("levels")
 def levels_cmd(
     trace: Annotated[Path, typer.Argument(help="A trace (any format or canonical Parquet).")],

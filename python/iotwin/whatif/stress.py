@@ -3,10 +3,15 @@ latency of each address region (the model's states at one depth of its tree; dep
 its `fanout` top-level states) compared against the rest, and the intensity where latency,
 lateness or throughput breaks away.
 
-It runs on the simulator (`--device`: the model's twin, every request's response time from
-`SimResult.response_ns`; a slow zone can be injected with `slow_regions`) or on real storage
+It runs on the simulator (`--device`: the model's twin; every request's response time and
+service demand from `SimResult.response_ns` and `demand_ns`; a slow zone can be injected with
+`slow_regions`) or on real storage
 with the engine (`--target`: a recorded open-loop run per step, response = completion -
 scheduled issue, lateness = issue - scheduled issue).
+
+Regions are judged on service time (the simulator's per-request demand; the engine's
+completion - issue), so a slow zone's own cost stands apart from the queueing it causes every
+request behind it; the steps' mean and p95 are response times.
 
 The rules, stated in every result:
 - outlier region: median latency above OUTLIER_RATIO x the median of the region medians and
@@ -246,7 +251,6 @@ def on_simulator(
     intensity) on `device` with `slow` regions injected."""
     _check_depth(model, depth)
     spec = with_slow_regions(device, slow or [])
-    fifo = spec["kind"] == "hdd"
     whole = None if duration_s is not None else placed(model.synth(seed=seed))
     steps = []
     for x in ramp:
@@ -257,13 +261,12 @@ def on_simulator(
         else:
             trace, scale = whole, x
         r = simulate(trace, spec, scale, seed)
-        response = r.response_ns.astype(np.int64)
         steps.append(
             Step(
                 intensity=x,
                 offset=trace.numpy("offset", np.uint64),
-                response_ns=response,
-                latency_ns=fifo_service_ns(trace, scale, response) if fifo else response,
+                response_ns=r.response_ns.astype(np.int64),
+                latency_ns=r.demand_ns.astype(np.int64),
                 offered_iops=r.offered_iops if r.arrival_span_ns else r.completed_iops,
                 completed_iops=r.completed_iops,
                 extra={"utilisation": r.utilisation},
@@ -272,21 +275,9 @@ def on_simulator(
     where = {
         "device": describe(spec),
         "slow_regions": _slow_of(spec),
-        "region_latency": "service" if fifo else "response",
+        "region_latency": "service",
     }
     return assemble(where, model, steps, depth)
-
-
-def fifo_service_ns(trace: Any, intensity: float, response_ns: np.ndarray) -> np.ndarray:
-    """Each request's service time on a single FIFO server (the HDD model), from its arrival
-    (scaled as the simulator does) and response: completion - max(arrival, previous
-    completion). Exact for that model; it keeps a slow region's own cost apart from the
-    queueing it causes everyone."""
-    ts = trace.numpy("ts_ns", np.int64)
-    arrival = np.round((ts - ts[0]) / intensity).astype(np.int64) if ts.size else ts
-    done = arrival + response_ns
-    start = np.maximum(arrival, np.concatenate(([0], np.maximum.accumulate(done)[:-1])))
-    return done - start
 
 
 def _slow_of(spec: dict[str, Any]) -> list[list[float]]:

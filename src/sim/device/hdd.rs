@@ -173,6 +173,10 @@ impl Device for Hdd {
         self.free_at
     }
 
+    fn busy_ns(&self) -> u64 {
+        self.busy_ns
+    }
+
     fn report(&self) -> DeviceReport {
         DeviceReport {
             busy_ns: self.busy_ns,

@@ -37,6 +37,8 @@ pub trait Device: Send {
     /// Serves `r`, queued behind earlier requests; returns its completion time, ns.
     fn submit(&mut self, r: &SimRequest) -> u64;
     fn report(&self) -> DeviceReport;
+    /// Busy time so far, ns, per server (the bottleneck tier's, for a tiered device).
+    fn busy_ns(&self) -> u64;
     /// Bytes the device holds; requests must fall inside.
     fn capacity(&self) -> u64;
 }

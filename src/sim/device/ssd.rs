@@ -105,6 +105,10 @@ impl Device for Ssd {
         self.serve_pages_scaled(r.arrival_ns, r.op, pages(r.offset, r.size), factor)
     }
 
+    fn busy_ns(&self) -> u64 {
+        self.busy_ns / self.p.channels as u64
+    }
+
     fn report(&self) -> DeviceReport {
         DeviceReport {
             busy_ns: self.busy_ns,

@@ -148,6 +148,10 @@ impl Device for Tiered {
         }
     }
 
+    fn busy_ns(&self) -> u64 {
+        self.hdd.busy_ns()
+    }
+
     fn report(&self) -> DeviceReport {
         let hdd = self.hdd.report();
         DeviceReport {
