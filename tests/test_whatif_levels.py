@@ -98,9 +98,11 @@ def test_cli_json_and_table(traces: Path, tmp_path: Path) -> None:
     assert [p["levels"] for p in doc["points"]] == [1, 2]
     assert all(set(p) >= POINT_KEYS for p in doc["points"])
     assert doc["chosen"] in (1, 2)
-    table = CliRunner().invoke(app, args, terminal_width=200)
+    figure = tmp_path / "levels.png"
+    table = CliRunner().invoke(app, [*args, "--plot", str(figure)], terminal_width=200)
     assert table.exit_code == 0, table.output
     assert "chosen by fidelity score" in table.output and "mean error" in table.output
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bad_input_gets_clear_errors(traces: Path, tmp_path: Path) -> None:

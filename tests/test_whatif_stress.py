@@ -73,14 +73,14 @@ def test_without_injection_no_region_stands_out(clean) -> None:
     assert clean["outliers"] == []
     for step in clean["ramp"]:
         medians = [r["median_ms"] for r in step["regions"]]
-        assert max(medians) / min(medians) < 1.5  # 4.9, 4.1, 3.8, 4.8 ms on this model
+        assert max(medians) / min(medians) < 1.5  # 4.7, 3.9, 3.6, 4.5 ms on this model
         counts = [r["requests"] for r in step["regions"]]
         assert sum(counts) == step["requests"] == 113_872
         assert counts == [25_306, 26_666, 61_092, 808]  # the model's top-level shares
 
 
 def test_breakaway_is_where_the_peak_window_saturates(cloud_model, clean) -> None:
-    """The twin's two busiest fluctuation windows hold 80% of its requests, so the disk
+    """The twin's two busiest fluctuation windows hold 79% of its requests, so the disk
     saturates there long before it does on average: 4x is the first step whose busiest
     window keeps the disk fully busy, and the first whose mean response breaks away."""
     model = cloud_model[0]

@@ -290,11 +290,13 @@ def levels_cmd(
     seed: SeedOpt = 0,
     json_out: JsonOpt = False,
     out: OutOpt = None,
+    plot: PlotOpt = None,
     format: FormatOpt = None,
 ) -> None:
     """Response time of the twin per model level against the original (seed 000 Figure 6)."""
     from ..errors import IotwinError
     from . import is_model_file
+    from .levels import plot as draw_plot
     from .levels import render, study
 
     if is_model_file(trace):
@@ -303,6 +305,8 @@ def levels_cmd(
     with err_console.status(f"fitting, synthesizing and simulating levels 1-{max_levels} ..."):
         result = study(data, device, max_levels, parse_intensity(intensity), seed)
     emit(result, json_out, out, render)
+    if plot is not None:
+        draw_plot(result, plot)
 
 
 @whatif_app.command("stress")

@@ -10,6 +10,7 @@ and names the smallest level whose mean response is within 5% of the original's.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -113,3 +114,24 @@ def render(r: dict[str, Any], console: Console) -> None:
         f"* chosen by fidelity score: {r['chosen']} levels; smallest level with mean response "
         + (f"within 5%: {within}" if within is not None else "within 5%: none")
     )
+
+
+def plot(r: dict[str, Any], path) -> None:
+    """Mean and p95 response of the twin per level against the original's (seed 000 Figure 6)."""
+    from ..figures import save_figure
+
+    def draw(ax) -> None:
+        levels = [p["levels"] for p in r["points"]]
+        for key, label, colour in (("mean_ms", "mean", "tab:blue"), ("p95_ms", "p95", "tab:red")):
+            ax.plot(levels, [p[key] for p in r["points"]], marker="o", color=colour,
+                    label=f"twin {label}")  # fmt: skip
+            ax.axhline(r["original"][key], linestyle=":", color=colour, label=f"original {label}")
+        ax.axvline(r["chosen"], color="grey", alpha=0.5, label=f"chosen ({r['chosen']} levels)")
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(levels)
+        ax.set_xlabel("model levels")
+        ax.set_ylabel("response time (ms)")
+        ax.set_title(f"{Path(r['workload']).name} on {r['device']} at {r['intensity']:.3g}x")
+        ax.legend(fontsize="small")
+
+    save_figure(draw, path)
