@@ -225,3 +225,16 @@ def test_outlier_rule_by_hand() -> None:
     r[3]["requests"] = 19  # too few requests to judge
     mark_outliers(r)
     assert not any(g["outlier"] for g in r)
+
+
+def test_duration_steps_hold_that_much_of_the_twin_at_each_intensity(cloud_model) -> None:
+    """30 minutes of the twin per step: twice the requests at twice the rate, each step's
+    offered rate that of the model (15.8 IOPS over its two hours) times the intensity, within
+    the fluctuation of the windows the 30 minutes cover."""
+    r = on_simulator(cloud_model[0], "hdd-7200", [1.0, 2.0], duration_s=1800.0)
+    one, two = r["ramp"]
+    assert two["requests"] == pytest.approx(2 * one["requests"], rel=0.02)
+    model_iops = cloud_model[0].doc["requests"] / (cloud_model[0].doc["span_ns"] / 1e9)
+    assert one["offered_iops"] == pytest.approx(model_iops, rel=0.05)
+    assert two["offered_iops"] == pytest.approx(2 * model_iops, rel=0.05)
+    assert all(sum(g["requests"] for g in s["regions"]) == s["requests"] for s in r["ramp"])
