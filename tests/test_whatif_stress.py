@@ -165,8 +165,8 @@ def test_bad_options_get_clear_errors(cloud_model, tmp_path: Path) -> None:
     assert parse_slow("8G:16G:10") == [8 << 30, 16 << 30, 10.0]
     assert parse_ramp("4, 1,2,1") == [1.0, 2.0, 4.0]
     for text, msg in (
-        ("8G:16G", "expected START:END:FACTOR"),
-        ("16G:8G:2", "START must be below END"),
+        ("8G:16G", "expected START:STOP:FACTOR"),
+        ("16G:8G:2", "START must be below STOP"),
         ("0:1G:x", "FACTOR 'x' is not a number"),
         ("0:1G:0", "FACTOR must be positive"),
         ("a:1G:2", "START"),

@@ -344,7 +344,7 @@ def stress_cmd(
         list[str] | None,
         typer.Option(
             "--slow",
-            help="Simulator only: inject a slow zone START:END:FACTOR (bytes or 10G-style "
+            help="Simulator only: inject a slow zone START:STOP:FACTOR (bytes or 10G-style "
             "sizes; service time x FACTOR for requests starting inside). Repeatable.",
         ),
     ] = None,

@@ -93,18 +93,18 @@ def parse_ramp(text: str) -> list[float]:
 
 
 def parse_slow(text: str) -> list[float]:
-    """[start, end, factor] from "START:END:FACTOR" (sizes like 10G accepted)."""
+    """[start, end, factor] from "START:STOP:FACTOR" (sizes like 10G accepted)."""
     parts = text.split(":")
     if len(parts) != 3:
-        raise IotwinError(f"--slow '{text}': expected START:END:FACTOR, e.g. 8G:16G:10")
+        raise IotwinError(f"--slow '{text}': expected START:STOP:FACTOR, e.g. 8G:16G:10")
     start = parse_bytes(parts[0], f"--slow '{text}' START")
-    end = parse_bytes(parts[1], f"--slow '{text}' END")
+    end = parse_bytes(parts[1], f"--slow '{text}' STOP")
     try:
         factor = float(parts[2])
     except ValueError:
         raise IotwinError(f"--slow '{text}': FACTOR '{parts[2]}' is not a number") from None
     if start >= end:
-        raise IotwinError(f"--slow '{text}': START must be below END")
+        raise IotwinError(f"--slow '{text}': START must be below STOP")
     if not factor > 0:
         raise IotwinError(f"--slow '{text}': FACTOR must be positive")
     return [start, end, factor]
