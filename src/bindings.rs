@@ -824,19 +824,38 @@ fn simulate<'py>(
     Ok(d)
 }
 
-/// (name, about) pairs of a registry.
-type Listing = Vec<(String, String)>;
-
-/// (name, about) of every device kind and cache policy the simulator knows.
+/// (name, about) of every device kind of the simulator, in registry order.
 #[pyfunction]
-fn sim_registry() -> (Listing, Listing) {
-    let devices = crate::sim::device::DEVICE_KINDS
+fn device_kinds() -> Vec<(&'static str, &'static str)> {
+    crate::sim::device::DEVICE_KINDS
         .iter()
-        .map(|k| (k.name.into(), k.about.into()));
-    let policies = crate::sim::cache::POLICIES
+        .map(|k| (k.name, k.about))
+        .collect()
+}
+
+/// Runs a block stream (uint64 buffer) through a fresh cache policy without the GIL;
+/// returns (hits, misses). See `sim::cache`.
+#[pyfunction]
+fn cache_simulate(
+    py: Python<'_>,
+    blocks: &Bound<'_, PyAny>,
+    policy: &str,
+    capacity_blocks: usize,
+) -> PyResult<(u64, u64)> {
+    use crate::sim::cache::{make_policy, simulate};
+    let mut cache = make_policy(policy, capacity_blocks).map_err(PyValueError::new_err)?;
+    let buf = PyBuffer::<u64>::get(blocks)?;
+    let blocks = buffer_slice(&buf)?;
+    Ok(py.detach(|| simulate(cache.as_mut(), blocks)))
+}
+
+/// (name, about) of every cache policy, in registry order.
+#[pyfunction]
+fn cache_policies() -> Vec<(&'static str, &'static str)> {
+    crate::sim::cache::POLICIES
         .iter()
-        .map(|p| (p.name.into(), p.about.into()));
-    (devices.collect(), policies.collect())
+        .map(|p| (p.name, p.about))
+        .collect()
 }
 
 #[pymodule]
@@ -859,6 +878,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EngineRun>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
-    m.add_function(wrap_pyfunction!(sim_registry, m)?)?;
+    m.add_function(wrap_pyfunction!(device_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_policies, m)?)?;
     Ok(())
 }

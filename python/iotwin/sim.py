@@ -175,5 +175,4 @@ def speedup(baseline: SimResult, studied: SimResult) -> dict[str, float]:
 
 def registry() -> dict[str, list[tuple[str, str]]]:
     """Device kinds and cache policies the core knows."""
-    kinds, policies = _core.sim_registry()
-    return {"devices": kinds, "policies": policies}
+    return {"devices": _core.device_kinds(), "policies": _core.cache_policies()}

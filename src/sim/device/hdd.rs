@@ -154,6 +154,16 @@ impl Hdd {
         seek + self.rotation_ns() + transfer_ns(size, self.p.media_bytes_per_s)
     }
 
+    /// When the disk finishes what it has queued.
+    pub fn free_at(&self) -> u64 {
+        self.free_at
+    }
+
+    /// Byte just past the last media access.
+    pub fn head(&self) -> u64 {
+        self.head.unwrap_or(0)
+    }
+
     fn rotation_ns(&mut self) -> u64 {
         (self.rng.random::<f64>() * self.revolution_ns) as u64
     }

@@ -1,14 +1,24 @@
 //! An SSD cache of 4 KiB blocks over an HDD. Reads: hit blocks come from the SSD, missed
 //! blocks from the HDD (one access spanning them) and are then written into the SSD in the
-//! background. Writes: write-back puts them in the SSD and marks them dirty (a dirty block
-//! the policy evicts is written to the HDD in the background); write-through writes both and
-//! completes with the slower. The request completes when all its parts have.
+//! background. Writes: write-back puts them in the SSD and marks them dirty; write-through
+//! writes both and completes with the slower. The request completes when all its parts have.
+//!
+//! Dirty blocks the policy evicts wait for write-back as a flusher would do it: while the
+//! HDD is idle, in address order from the head (an elevator), contiguous blocks coalesced
+//! into one write of up to 1 MiB. Only when more than `FLUSH_LIMIT` of the cache awaits
+//! write-back do flushes go ahead of the requests that follow.
 
 use super::hdd::{Hdd, HddParams};
 use super::ssd::{Ssd, SsdParams, PAGE};
 use super::{number, Device, DeviceReport, SimRequest};
 use crate::sim::cache::{make_policy, CachePolicy};
 use rustc_hash::FxHashSet;
+use std::collections::BTreeSet;
+
+/// Blocks coalesced into one write-back at most (1 MiB).
+const FLUSH_RUN: u64 = 256;
+/// Share of the cache's blocks that may await write-back before flushing is forced.
+const FLUSH_LIMIT: f64 = 0.1;
 use serde_json::Value;
 
 pub struct Tiered {
@@ -17,6 +27,9 @@ pub struct Tiered {
     policy: Box<dyn CachePolicy>,
     write_back: bool,
     dirty: FxHashSet<u64>,
+    /// Evicted dirty blocks awaiting write-back to the HDD.
+    pending: BTreeSet<u64>,
+    pending_limit: usize,
     evicted: Vec<u64>,
     missed: Vec<u64>,
     hits: u64,
@@ -58,6 +71,8 @@ pub fn build(spec: &Value, seed: u64) -> Result<Box<dyn Device>, String> {
         policy: make_policy(policy_name, (cache_bytes / PAGE) as usize)?,
         write_back,
         dirty: FxHashSet::default(),
+        pending: BTreeSet::new(),
+        pending_limit: ((cache_bytes / PAGE) as f64 * FLUSH_LIMIT).max(FLUSH_RUN as f64) as usize,
         evicted: Vec::new(),
         missed: Vec::new(),
         hits: 0,
@@ -83,20 +98,42 @@ impl Tiered {
         }
     }
 
-    /// Dirty blocks the policy pushed out are written to the HDD in the background.
-    fn write_back_evicted(&mut self, at: u64) {
+    /// Dirty blocks the policy pushed out join the write-back queue; past the limit, flushes
+    /// start now, ahead of what follows.
+    fn queue_evicted(&mut self, now: u64) {
         for i in 0..self.evicted.len() {
             let block = self.evicted[i];
             if self.dirty.remove(&block) {
-                self.writebacks += 1;
-                let w = SimRequest {
-                    arrival_ns: at,
-                    op: 1,
-                    offset: block * PAGE,
-                    size: PAGE as u32,
-                };
-                self.hdd.submit(&w);
+                self.pending.insert(block);
             }
+        }
+        while self.pending.len() > self.pending_limit {
+            self.flush_one(now);
+        }
+    }
+
+    /// Writes back the run of contiguous pending blocks next from the head (elevator order).
+    fn flush_one(&mut self, at: u64) {
+        let head = self.hdd.head() / PAGE;
+        let Some(&first) = self.pending.range(head..).next().or(self.pending.first()) else {
+            return;
+        };
+        let mut last = first;
+        while last + 1 - first < FLUSH_RUN && self.pending.remove(&(last + 1)) {
+            last += 1;
+        }
+        self.pending.remove(&first);
+        let blocks = last + 1 - first;
+        self.writebacks += blocks;
+        let size = (blocks * PAGE) as u32;
+        let w = SimRequest { arrival_ns: at, op: 1, offset: first * PAGE, size };
+        self.hdd.submit(&w);
+    }
+
+    /// Flushes while the HDD would otherwise sit idle before `until`.
+    fn flush_idle(&mut self, until: u64) {
+        while !self.pending.is_empty() && self.hdd.free_at() < until {
+            self.flush_one(self.hdd.free_at());
         }
     }
 
@@ -117,7 +154,7 @@ impl Tiered {
             self.ssd.serve_pages(fetched, 1, self.missed.len() as u64);
             done = done.max(fetched);
         }
-        self.write_back_evicted(r.arrival_ns);
+        self.queue_evicted(r.arrival_ns);
         done
     }
 
@@ -131,7 +168,7 @@ impl Tiered {
         } else {
             done = done.max(self.hdd.submit(r));
         }
-        self.write_back_evicted(r.arrival_ns);
+        self.queue_evicted(r.arrival_ns);
         done
     }
 }
@@ -141,6 +178,7 @@ impl Device for Tiered {
         if self.policy.capacity() == 0 {
             return self.hdd.submit(r); // no cache: the bare HDD
         }
+        self.flush_idle(r.arrival_ns);
         match r.op {
             0 if r.size > 0 => self.read(r),
             1 if r.size > 0 => self.write(r),
