@@ -120,12 +120,14 @@ def test_cli_json_on_the_simulator(cloud_model, tmp_path: Path) -> None:
     for step in doc["ramp"]:
         assert set(step) >= STEP_KEYS
         assert all(set(r) >= REGION_KEYS for r in step["regions"])
+    figure = tmp_path / "stress.svg"
     table = CliRunner().invoke(
-        app, ["whatif", "stress", str(path), "-d", "hdd-7200", "--ramp", "1",
-              "--slow", f"{start}:{end}:10"], terminal_width=200,
+        app, ["whatif", "stress", str(path), "-d", "hdd-7200", "--ramp", "1,2",
+              "--slow", f"{start}:{end}:10", "--plot", str(figure)], terminal_width=200,
     )  # fmt: skip
     assert table.exit_code == 0, table.output
     assert "outlier regions (! above): 1" in table.output
+    assert "region 1 median service" in figure.read_text()
 
 
 def test_engine_stress_on_a_file(traces: Path, tmp_path: Path) -> None:

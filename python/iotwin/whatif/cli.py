@@ -375,6 +375,7 @@ def stress_cmd(
     ] = False,
     json_out: JsonOpt = False,
     out: OutOpt = None,
+    plot: PlotOpt = None,
     format: FormatOpt = None,
 ) -> None:
     """Early problem detection: the workload at rising intensity; outlier address regions
@@ -384,6 +385,7 @@ def stress_cmd(
     from ..errors import IotwinError
     from . import load_workload
     from .stress import on_engine, on_simulator, parse_ramp, parse_slow, render
+    from .stress import plot as draw_plot
 
     if (target is None) == (device is None):
         raise IotwinError("give --target PATH (real storage) or --device SPEC (simulator), one")
@@ -412,3 +414,5 @@ def stress_cmd(
             )  # fmt: skip
     result["workload"] = w.name
     emit(result, json_out, out, render)
+    if plot is not None:
+        draw_plot(result, plot)

@@ -412,3 +412,36 @@ def render(r: dict[str, Any], console: Console) -> None:
         f"break-away intensity: {'none in the ramp' if brk is None else f'{brk:g}x'}  "
         f"[dim]rule: {r['breakaway_rule']}[/dim]"
     )
+
+
+def plot(r: dict[str, Any], path) -> None:
+    """Mean response against intensity with the break-away marked, and each region's median
+    service time (outliers drawn solid, the rest dotted)."""
+    from ..figures import save_figure
+
+    def draw(ax) -> None:
+        x = [s["intensity"] for s in r["ramp"]]
+        ax.plot(x, [s["mean_ms"] for s in r["ramp"]], marker="o", color="black",
+                label="mean response")  # fmt: skip
+        others = "other regions"
+        for i in range(r["region_count"]):
+            medians = [s["regions"][i]["median_ms"] for s in r["ramp"]]
+            if any(m is None for m in medians):
+                continue
+            if i in r["outliers"]:
+                ax.plot(x, medians, marker=".", label=f"region {i} median {r['region_latency']}")
+            else:
+                ax.plot(x, medians, linestyle=":", color="grey", label=others)
+                others = None  # one legend entry for all of them
+        if r["breakaway_intensity"] is not None:
+            ax.axvline(r["breakaway_intensity"], color="tab:red", alpha=0.5, label="break-away")
+        ax.set_xscale("log")
+        ax.set_xticks(x, [f"{v:g}x" for v in x])
+        ax.minorticks_off()
+        ax.set_yscale("log")
+        ax.set_xlabel("intensity")
+        ax.set_ylabel("ms")
+        ax.set_title(f"stress on {r.get('device') or r.get('target')}", fontsize="small")
+        ax.legend(fontsize="small")
+
+    save_figure(draw, path)
