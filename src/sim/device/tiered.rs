@@ -126,7 +126,12 @@ impl Tiered {
         let blocks = last + 1 - first;
         self.writebacks += blocks;
         let size = (blocks * PAGE) as u32;
-        let w = SimRequest { arrival_ns: at, op: 1, offset: first * PAGE, size };
+        let w = SimRequest {
+            arrival_ns: at,
+            op: 1,
+            offset: first * PAGE,
+            size,
+        };
         self.hdd.submit(&w);
     }
 
