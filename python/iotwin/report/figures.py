@@ -47,14 +47,13 @@ def _pyplot() -> Any:
 
 @contextmanager
 def figure(width: float = 6.4, height: float = 3.2, ncols: int = 1) -> Iterator[tuple[Any, Any]]:
-    """A styled figure and its axes; closed afterwards whatever happens."""
+    """A styled figure and its axes (one Axes, or a list of `ncols` when ncols > 1); closed
+    afterwards whatever happens."""
     plt = _pyplot()
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(
-            1, ncols, figsize=(width, height), squeeze=ncols == 1, layout="constrained"
-        )
+        fig, axes = plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
         try:
-            yield fig, axes
+            yield fig, (axes if ncols == 1 else list(axes))
         finally:
             plt.close(fig)
 

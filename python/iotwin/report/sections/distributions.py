@@ -29,7 +29,7 @@ def distributions_svg(series: list[tuple[str, Trace]]) -> str:
     from matplotlib.ticker import FuncFormatter
 
     with figure(width=8.4, height=3.0, ncols=2) as (fig, axes):
-        size_ax, iat_ax = axes[0]
+        size_ax, iat_ax = axes
         for name, trace in series:
             xs, ys = cdf(trace.df["size"].to_numpy())
             size_ax.step(xs, ys, where="post", label=name, color=COLORS[name], linewidth=1.4)

@@ -33,11 +33,11 @@ def heatmap_svg(panels: list[tuple[str, Trace]]) -> str:
     from matplotlib.ticker import FuncFormatter
 
     with figure(width=4.2 * len(panels) + 0.8, height=3.4, ncols=len(panels)) as (fig, axes):
+        panel_axes = axes if isinstance(axes, list) else [axes]
         image = None
-        peak = 1.0
         grids = [(name, *density(t)) for name, t in panels]
         peak = max(float(g[1].max()) for g in grids) or 1.0
-        for ax, (name, counts, span, capacity) in zip(axes[0], grids, strict=True):
+        for ax, (name, counts, span, capacity) in zip(panel_axes, grids, strict=True):
             shown = np.where(counts > 0, counts, np.nan)
             image = ax.imshow(
                 shown, origin="lower", aspect="auto", interpolation="nearest",
@@ -49,9 +49,9 @@ def heatmap_svg(panels: list[tuple[str, Trace]]) -> str:
             ax.set_title(name)
             ax.set_xlabel("time (s)")
             ax.yaxis.set_major_formatter(FuncFormatter(bytes_label))
-        axes[0][0].set_ylabel("address")
+        panel_axes[0].set_ylabel("address")
         if image is not None:
-            fig.colorbar(image, ax=list(axes[0]), label="requests per cell", pad=0.02)
+            fig.colorbar(image, ax=panel_axes, label="requests per cell", pad=0.02)
         return to_svg(fig, "spatial locality over time")
 
 

@@ -16,7 +16,7 @@ SIDE_FIELDS = ("sequential_fraction", "mean_ms")
 
 def defrag_svg(before: dict[str, float], after: dict[str, float]) -> str:
     with figure(width=8.4, height=2.6, ncols=2) as (fig, axes):
-        seq_ax, lat_ax = axes[0]
+        seq_ax, lat_ax = axes
         labels = ["before", "after"]
         colors = [COLORS["uniform"], COLORS["original"]]
         seq_ax.barh(

@@ -21,7 +21,7 @@ POINT_FIELDS = ("scale", "offered_iops", "completed_iops", "mean_ms", "p95_ms", 
 def intensity_svg(points: list[dict[str, Any]], saturation: float | None, device: str) -> str:
     scales = [p["scale"] for p in points]
     with figure(width=8.4, height=3.0, ncols=2) as (fig, axes):
-        rate_ax, lat_ax = axes[0]
+        rate_ax, lat_ax = axes
         rate_ax.plot(
             scales,
             [p["offered_iops"] for p in points],
