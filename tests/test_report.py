@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from browser import Browser
 from typer.testing import CliRunner
 
-from browser import Browser
 from iotwin.characterize import characterize
 from iotwin.cli import app
 from iotwin.errors import IotwinError
@@ -62,7 +62,7 @@ WHATIF = {
                 "utilisation": min(s / 4.2, 1.0),
             }
             for s, m in ((1, 4.0), (2, 5.5), (4, 11.0), (8, 240.0))
-        ],  # fmt: skip
+        ],
         "saturation_scale": 4.2,
     },
     "whatif-defrag": {
@@ -277,7 +277,7 @@ def test_page_in_headless_chromium(inputs: Path, whatif_dir: Path) -> None:
         width, height = browser.screenshot(shot)
     assert browser.errors == []
     ids = [s["id"] for s in found]
-    assert ids == CORE_SECTIONS + ["whatif-intensity", "whatif-cache", "whatif-defrag"]
+    assert ids == [*CORE_SECTIONS, "whatif-intensity", "whatif-cache", "whatif-defrag"]
     assert len(ids) == len(SECTIONS)
     figures = {s["id"]: s["figures"] for s in found}
     for sid in ids[3:]:
