@@ -690,7 +690,7 @@ def report(
         typer.Argument(
             help="Traces, model, validation/run/what-if JSON, or directories holding them "
             "(recognised by content).",
-            metavar="INPUT...",
+            metavar="INPUT",
         ),
     ],
     output: Annotated[
