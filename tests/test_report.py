@@ -28,6 +28,7 @@ from iotwin.report.sections import SECTIONS, WHATIF_SECTIONS
 from iotwin.report.sections.distributions import cdf
 from iotwin.report.sections.fluctuation import window_rates
 from iotwin.report.sections.mrc import cache_blocks, curves
+from iotwin.report.sections.runs import binned
 from iotwin.trace import Trace, TraceMeta, read_parquet_trace, write_trace
 from iotwin.validate import validate
 
@@ -169,6 +170,10 @@ def test_model_alone_synthesizes_its_twin_and_baseline(inputs: Path, tmp_path: P
         "mrc",
         "levels",
     ]
+    # with the original, the model's twin is validated against it
+    both = build_report([SAMPLE, inputs / "model.json"], tmp_path / "t.html")
+    assert both.sections == [s for s in CORE_SECTIONS if s != "runs"]
+    assert "fidelity score <b>0." in (tmp_path / "t.html").read_text()
 
 
 def test_mrc_of_a_hand_computed_trace() -> None:
@@ -286,3 +291,15 @@ def test_page_in_headless_chromium(inputs: Path, whatif_dir: Path) -> None:
             assert w > 300 and h > 150, f"{sid}: figure {w}x{h}"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and width >= 1000 and height > 5000
     print(f"report screenshot: {shot}")
+
+
+def test_long_inputs_keep_figures_small() -> None:
+    # a day-long run: 86,400 seconds become 240 bars of 360 s each, as means per second
+    timeline = [{"second": s, "reads": 1, "writes": s % 2, "iops": 1 + s % 2} for s in range(86400)]
+    width, t = binned(timeline)
+    assert width == 360 and len(t["second"]) == 240
+    assert t["second"][1] == 360 and t["writes"][0] == 0.5 and t["iops"][0] == 1.5
+    # a CDF of a million distinct gaps keeps 400 exact points, the last at 1
+    xs, ys = cdf(np.arange(1_000_000))
+    assert len(xs) == 400 and xs[0] == 0 and xs[-1] == 999_999 and ys[-1] == 1.0
+    assert ys[1] == (xs[1] + 1) / 1_000_000

@@ -10,6 +10,7 @@ and `.parquet` file directly inside it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ class Bundle:
     def kinds(self) -> set[str]:
         return {i.kind for i in self.inputs}
 
-    def derived(self, key: str, make: Any) -> Any:
+    def derived(self, key: str, make: Callable[[], Any]) -> Any:
         """`make()` computed once per bundle (a twin synthesized from the model, ...)."""
         if key not in self.cache:
             self.cache[key] = make()

@@ -109,16 +109,17 @@ def characterization(bundle: Bundle) -> dict[str, Any] | None:
 
 
 def validation(bundle: Bundle) -> dict[str, Any] | None:
-    """The validation given, else the original against the twin file given."""
+    """The validation given, else the original against its twin (given, or synthesized from
+    the model)."""
     found = bundle.first("validation")
     if found is not None:
         return found.data
-    orig, tw = bundle.first("trace"), bundle.first("twin")
+    orig, tw = bundle.first("trace"), twin(bundle)
     if orig is None or tw is None:
         return None
     from ...validate import validate
 
-    return bundle.derived("validation", lambda: validate(orig.data, tw.data))
+    return bundle.derived("validation", lambda: validate(orig.data, tw))
 
 
 # -- HTML helpers ------------------------------------------------------------------------------

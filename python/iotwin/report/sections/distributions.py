@@ -10,13 +10,20 @@ from ..figures import COLORS, bytes_label, figure, seconds_label, to_svg
 from ..inputs import Bundle
 from .base import Section, figure_block, original, twin
 
+MAX_POINTS = 400  # per curve: keeps the SVG small for traces of millions of requests
 
-def cdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values and the share of values at or below each."""
+
+def cdf(values: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values and the share of values at or below each; at most `max_points` of
+    them (evenly spaced among the distinct values, the last always kept)."""
     if len(values) == 0:
         return np.zeros(0), np.zeros(0)
     xs, counts = np.unique(values, return_counts=True)
-    return xs, np.cumsum(counts) / len(values)
+    ys = np.cumsum(counts) / len(values)
+    if len(xs) > max_points:
+        keep = np.unique(np.linspace(0, len(xs) - 1, max_points).round().astype(np.int64))
+        xs, ys = xs[keep], ys[keep]
+    return xs, ys
 
 
 def interarrivals_s(trace: Trace) -> np.ndarray:

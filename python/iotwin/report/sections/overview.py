@@ -41,6 +41,8 @@ def describe(item: Input) -> str:
         return f"{doc['requests']:,} requests, {doc['stream_count']:,} streams"
     if item.kind == "run":
         return f"{doc['total']['requests']:,} requests in {fmt(doc['elapsed_s'], '.2f')} s on {doc['target']}"
+    if item.kind.startswith("whatif-"):
+        return f"device {doc.get('device', 'n/a')}"
     return ""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from markupsafe import Markup, escape
 
 from ..figures import COLORS, figure, to_svg
@@ -41,19 +42,34 @@ def percentile_rows(run: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
+MAX_BARS = 240
+
+
+def binned(timeline: list[dict[str, Any]], max_bars: int = MAX_BARS) -> tuple[int, dict]:
+    """Long runs' seconds grouped `width` at a time: each group's mean per second."""
+    width = max(1, -(-len(timeline) // max_bars))
+    groups = -(-len(timeline) // width)
+    out: dict[str, np.ndarray] = {}
+    for key in ("reads", "writes", "iops"):
+        padded = np.full(groups * width, np.nan)
+        padded[: len(timeline)] = [p[key] for p in timeline]
+        out[key] = np.nanmean(padded.reshape(groups, width), axis=1)
+    out["second"] = np.array([p["second"] for p in timeline[::width]], dtype=np.float64)
+    return width, out
+
+
 def timeline_svg(run: dict[str, Any]) -> str:
-    seconds = [p["second"] for p in run["timeline"]]
+    width, t = binned(run["timeline"])
+    bar = {"width": 0.8 * width, "align": "edge"}
     with figure(width=8.4, height=2.6) as (fig, ax):
-        reads = [p["reads"] for p in run["timeline"]]
-        writes = [p["writes"] for p in run["timeline"]]
-        ax.bar(seconds, reads, width=0.8, color=COLORS["original"], label="reads completed")
-        ax.bar(
-            seconds, writes, width=0.8, bottom=reads, color=COLORS["twin"], label="writes completed"
-        )
-        ax.plot(seconds, [p["iops"] for p in run["timeline"]], "o-", color=COLORS["accent"],
+        ax.bar(t["second"], t["reads"], color=COLORS["original"], label="reads completed", **bar)
+        ax.bar(t["second"], t["writes"], bottom=t["reads"], color=COLORS["twin"],
+               label="writes completed", **bar)  # fmt: skip
+        ax.plot(t["second"] + 0.4 * width, t["iops"], "o-", color=COLORS["accent"],
                 markersize=3, linewidth=1, label="requests issued")  # fmt: skip
         ax.set_xlabel("second of the run")
-        ax.set_ylabel("requests")
+        per = f" (mean over {width} s)" if width > 1 else ""
+        ax.set_ylabel(f"requests per second{per}")
         ax.legend(loc="upper right", fontsize=8)
         return to_svg(fig, "run timeline")
 

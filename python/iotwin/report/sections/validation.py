@@ -48,7 +48,8 @@ class Validation(Section):
     )
 
     def applies(self, bundle: Bundle) -> bool:
-        return bool(bundle.all("validation") or (bundle.all("trace") and bundle.all("twin")))
+        has_twin = bundle.all("twin") or bundle.all("model")
+        return bool(bundle.all("validation") or (bundle.all("trace") and has_twin))
 
     def render(self, bundle: Bundle) -> Markup:
         report = validation(bundle)
