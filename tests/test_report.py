@@ -74,6 +74,12 @@ WHATIF = {
         "speedup": 2.5,
     },
 }
+SIM = {
+    "kind": "sim", "workload": "pgbench.parquet", "of": "original", "device": "hdd-7200",
+    "intensity": 2.0, "requests": 37083, "offered_iops": None, "completed_iops": 512.5,
+    "mean_ms": 12.25, "p50_ms": 8.0, "p95_ms": 30.5, "p99_ms": 61.0, "max_ms": 140.0,
+    "utilisation": 0.875, "cache_hit_ratio": None,
+}  # fmt: skip
 
 
 def section_ids(html: str) -> list[str]:
@@ -112,6 +118,7 @@ def whatif_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("whatif")
     for kind, doc in WHATIF.items():
         (out / f"{kind}.json").write_text(json.dumps(doc))
+    (out / "sim.json").write_text(json.dumps(SIM))
     return out
 
 
@@ -207,12 +214,14 @@ def test_window_rates_and_cdf_by_hand() -> None:
 def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "w.html"
     result = build_report([whatif_dir], out)
-    assert result.sections == ["inputs", "whatif-intensity", "whatif-cache", "whatif-defrag"]
+    assert result.sections == ["inputs", "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
     html = out.read_text()
     assert html.count('<svg role="img"') == 3
     for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the model", "<b>2.50x</b>", "75.0 %", "420"):
         assert cell in html, cell
-    assert set(WHATIF_SECTIONS) == set(WHATIF)
+    sim_row = '<td>pgbench.parquet (original)</td><td>hdd-7200</td><td class="num">2x</td>'
+    assert sim_row in html.replace(' class=""', "") and ">512</td>" in html and ">88 %</td>" in html
+    assert set(WHATIF_SECTIONS) == {*WHATIF, "sim"}
 
 
 @pytest.mark.parametrize(
@@ -282,10 +291,10 @@ def test_page_in_headless_chromium(inputs: Path, whatif_dir: Path) -> None:
         width, height = browser.screenshot(shot)
     assert browser.errors == []
     ids = [s["id"] for s in found]
-    assert ids == [*CORE_SECTIONS, "whatif-intensity", "whatif-cache", "whatif-defrag"]
+    assert ids == [*CORE_SECTIONS, "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
     assert len(ids) == len(SECTIONS)
     figures = {s["id"]: s["figures"] for s in found}
-    for sid in ids[3:]:
+    for sid in set(ids) - {"inputs", "characterization", "validation", "sim"}:
         assert figures[sid], f"{sid}: no figure"
         for w, h in figures[sid]:
             assert w > 300 and h > 150, f"{sid}: figure {w}x{h}"

@@ -22,7 +22,7 @@ MODEL_FORMAT = "iotwin-model"
 RUN_RECORD_FORMAT = "iotwin-run"
 SYNTH_FORMAT = "synth"
 # The JSON kinds iotwin writes; a what-if kind is any "whatif-*" (docs/report.md).
-JSON_KINDS = ("characterization", "validation", "run", "levels", "model")
+JSON_KINDS = ("characterization", "validation", "run", "levels", "model", "sim")
 
 
 @dataclass

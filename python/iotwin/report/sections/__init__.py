@@ -11,6 +11,7 @@ from .locality import LocalityHeatmap
 from .mrc import MissRatioCurves
 from .overview import Overview
 from .runs import RunResults
+from .sim import Simulation
 from .validation import Validation
 from .whatif import WhatIfSection
 from .whatif_cache import WhatIfCache
@@ -27,6 +28,7 @@ SECTIONS: list[Section] = [
     MissRatioCurves(),
     LevelSweep(),
     RunResults(),
+    Simulation(),
     WhatIfIntensity(),
     WhatIfCache(),
     WhatIfDefrag(),

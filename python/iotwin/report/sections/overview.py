@@ -18,6 +18,7 @@ KIND_NAMES = {
     "validation": "validation",
     "run": "run result",
     "levels": "level sweep",
+    "sim": "simulation",
 }
 
 
@@ -41,7 +42,7 @@ def describe(item: Input) -> str:
         return f"{doc['requests']:,} requests, {doc['stream_count']:,} streams"
     if item.kind == "run":
         return f"{doc['total']['requests']:,} requests in {fmt(doc['elapsed_s'], '.2f')} s on {doc['target']}"
-    if item.kind.startswith("whatif-"):
+    if item.kind.startswith("whatif-") or item.kind == "sim":
         return f"device {doc.get('device', 'n/a')}"
     return ""
 

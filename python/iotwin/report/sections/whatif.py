@@ -31,7 +31,7 @@ def numbers(values: Any, path: str, field: str, length: int | None = None) -> li
 
 
 class WhatIfSection(Section):
-    """A section for every input of one what-if kind."""
+    """A section for every input of one JSON kind (the what-ifs, `sim`), checked on load."""
 
     kind: ClassVar[str]
 

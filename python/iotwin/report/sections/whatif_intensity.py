@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -16,6 +17,7 @@ from .base import figure_block, fmt, table
 from .whatif import WhatIfSection, need, numbers
 
 POINT_FIELDS = ("scale", "offered_iops", "completed_iops", "mean_ms", "p95_ms", "utilisation")
+NULLABLE = ("offered_iops",)  # null when the workload's arrivals have no span
 
 
 def intensity_svg(points: list[dict[str, Any]], saturation: float | None, device: str) -> str:
@@ -24,7 +26,7 @@ def intensity_svg(points: list[dict[str, Any]], saturation: float | None, device
         rate_ax, lat_ax = axes
         rate_ax.plot(
             scales,
-            [p["offered_iops"] for p in points],
+            [math.nan if p["offered_iops"] is None else p["offered_iops"] for p in points],
             "--",
             color=COLORS["uniform"],
             label="offered",
@@ -74,7 +76,8 @@ class WhatIfIntensity(WhatIfSection):
             raise IotwinError(f"{path}: field 'points': expected a non-empty list")
         for i, p in enumerate(doc["points"]):
             need(p, path, f"points[{i}]", POINT_FIELDS)
-            numbers([p[k] for k in POINT_FIELDS], path, f"points[{i}]")
+            present = [p[k] for k in POINT_FIELDS if not (k in NULLABLE and p[k] is None)]
+            numbers(present, path, f"points[{i}]")
         if doc["saturation_scale"] is not None:
             numbers([doc["saturation_scale"]], path, "saturation_scale")
 
