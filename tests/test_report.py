@@ -162,8 +162,9 @@ def test_report_holds_every_section_with_real_values(inputs: Path, tmp_path: Pat
 
 
 def test_same_inputs_same_bytes(inputs: Path, tmp_path: Path) -> None:
-    build_report([SAMPLE, inputs], tmp_path / "a.html")
-    build_report([SAMPLE, inputs], tmp_path / "b.html")
+    # the model's twin and baseline are synthesized with a fixed seed
+    build_report([inputs / "model.json", inputs / "run.json"], tmp_path / "a.html")
+    build_report([inputs / "model.json", inputs / "run.json"], tmp_path / "b.html")
     assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
 
 
