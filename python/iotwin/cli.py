@@ -761,6 +761,13 @@ def export_fio_iolog(
     )
 
 
+from .whatif.cli import sim as _sim  # noqa: E402
+from .whatif.cli import whatif_app  # noqa: E402
+
+app.command("sim")(_sim)
+app.add_typer(whatif_app, name="whatif")
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 

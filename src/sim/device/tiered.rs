@@ -1,0 +1,170 @@
+//! An SSD cache of 4 KiB blocks over an HDD. Reads: hit blocks come from the SSD, missed
+//! blocks from the HDD (one access spanning them) and are then written into the SSD in the
+//! background. Writes: write-back puts them in the SSD and marks them dirty (a dirty block
+//! the policy evicts is written to the HDD in the background); write-through writes both and
+//! completes with the slower. The request completes when all its parts have.
+
+use super::hdd::{Hdd, HddParams};
+use super::ssd::{Ssd, SsdParams, PAGE};
+use super::{number, Device, DeviceReport, SimRequest};
+use crate::sim::cache::{make_policy, CachePolicy};
+use rustc_hash::FxHashSet;
+use serde_json::Value;
+
+pub struct Tiered {
+    ssd: Ssd,
+    hdd: Hdd,
+    policy: Box<dyn CachePolicy>,
+    write_back: bool,
+    dirty: FxHashSet<u64>,
+    evicted: Vec<u64>,
+    missed: Vec<u64>,
+    hits: u64,
+    misses: u64,
+    writebacks: u64,
+}
+
+pub fn build(spec: &Value, seed: u64) -> Result<Box<dyn Device>, String> {
+    let part = |name: &str| {
+        spec.get(name)
+            .ok_or(format!("tiered device lacks its {name:?} part"))
+    };
+    let ssd = SsdParams::from_spec(part("ssd")?)?;
+    let hdd = HddParams::from_spec(part("hdd")?)?;
+    let cache_bytes = number(spec, "cache_bytes")? as u64;
+    if cache_bytes > ssd.capacity {
+        return Err(format!(
+            "cache_bytes {cache_bytes} exceeds the SSD's capacity {}",
+            ssd.capacity
+        ));
+    }
+    let policy_name = spec.get("policy").and_then(Value::as_str).unwrap_or("lru");
+    let write_back = match spec
+        .get("write_policy")
+        .and_then(Value::as_str)
+        .unwrap_or("back")
+    {
+        "back" => true,
+        "through" => false,
+        other => {
+            return Err(format!(
+                "write_policy must be \"back\" or \"through\", got {other:?}"
+            ))
+        }
+    };
+    Ok(Box::new(Tiered {
+        ssd: Ssd::new(ssd),
+        hdd: Hdd::new(hdd, seed),
+        policy: make_policy(policy_name, (cache_bytes / PAGE) as usize)?,
+        write_back,
+        dirty: FxHashSet::default(),
+        evicted: Vec::new(),
+        missed: Vec::new(),
+        hits: 0,
+        misses: 0,
+        writebacks: 0,
+    }))
+}
+
+impl Tiered {
+    /// Runs every block of `r` through the policy; missed blocks go to `self.missed`.
+    fn lookup(&mut self, r: &SimRequest) {
+        self.missed.clear();
+        self.evicted.clear();
+        let first = r.offset / PAGE;
+        let last = (r.offset + r.size as u64 - 1) / PAGE;
+        for block in first..=last {
+            if self.policy.access(block, &mut self.evicted) {
+                self.hits += 1;
+            } else {
+                self.misses += 1;
+                self.missed.push(block);
+            }
+        }
+    }
+
+    /// Dirty blocks the policy pushed out are written to the HDD in the background.
+    fn write_back_evicted(&mut self, at: u64) {
+        for i in 0..self.evicted.len() {
+            let block = self.evicted[i];
+            if self.dirty.remove(&block) {
+                self.writebacks += 1;
+                let w = SimRequest {
+                    arrival_ns: at,
+                    op: 1,
+                    offset: block * PAGE,
+                    size: PAGE as u32,
+                };
+                self.hdd.submit(&w);
+            }
+        }
+    }
+
+    fn read(&mut self, r: &SimRequest) -> u64 {
+        self.lookup(r);
+        let hit_pages = super::ssd::pages(r.offset, r.size) - self.missed.len() as u64;
+        let mut done = self.ssd.serve_pages(r.arrival_ns, 0, hit_pages);
+        if let (Some(&lo), Some(&hi)) = (self.missed.first(), self.missed.last()) {
+            let start = (lo * PAGE).max(r.offset);
+            let end = ((hi + 1) * PAGE).min(r.offset + r.size as u64);
+            let fetch = SimRequest {
+                arrival_ns: r.arrival_ns,
+                op: 0,
+                offset: start,
+                size: (end - start) as u32,
+            };
+            let fetched = self.hdd.submit(&fetch);
+            self.ssd.serve_pages(fetched, 1, self.missed.len() as u64);
+            done = done.max(fetched);
+        }
+        self.write_back_evicted(r.arrival_ns);
+        done
+    }
+
+    fn write(&mut self, r: &SimRequest) -> u64 {
+        self.lookup(r);
+        let pages = super::ssd::pages(r.offset, r.size);
+        let mut done = self.ssd.serve_pages(r.arrival_ns, 1, pages);
+        if self.write_back {
+            let first = r.offset / PAGE;
+            self.dirty.extend(first..first + pages);
+        } else {
+            done = done.max(self.hdd.submit(r));
+        }
+        self.write_back_evicted(r.arrival_ns);
+        done
+    }
+}
+
+impl Device for Tiered {
+    fn submit(&mut self, r: &SimRequest) -> u64 {
+        if self.policy.capacity() == 0 {
+            return self.hdd.submit(r); // no cache: the bare HDD
+        }
+        match r.op {
+            0 if r.size > 0 => self.read(r),
+            1 if r.size > 0 => self.write(r),
+            _ => r.arrival_ns,
+        }
+    }
+
+    fn busy_ns(&self) -> u64 {
+        self.hdd.busy_ns()
+    }
+
+    fn report(&self) -> DeviceReport {
+        let hdd = self.hdd.report();
+        DeviceReport {
+            busy_ns: hdd.busy_ns,
+            servers: 1,
+            cache_hits: self.hits,
+            cache_misses: self.misses,
+            writebacks: self.writebacks,
+            parts: vec![("ssd".into(), self.ssd.report()), ("hdd".into(), hdd)],
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        self.hdd.capacity()
+    }
+}
