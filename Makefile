@@ -63,8 +63,11 @@ demo: setup
 	$(VENV)/bin/iotwin validate $(SAMPLE) $(OUT)/twin.parquet --json > $(OUT)/validation.json
 	$(VENV)/bin/iotwin run $(OUT)/model.json --target $(OUT)/target.img --duration 5 --json $(OUT)/run.json --record $(OUT)/run.parquet
 	@rm -f $(OUT)/target.img
+	$(VENV)/bin/iotwin whatif cache $(SAMPLE) --over hdd-7200 -o $(OUT)/whatif-cache.json
+	$(VENV)/bin/iotwin whatif intensity $(OUT)/model.json --device hdd-7200 -o $(OUT)/whatif-intensity.json
+	$(VENV)/bin/iotwin whatif defrag $(SAMPLE) -o $(OUT)/whatif-defrag.json
 	$(VENV)/bin/iotwin report $(SAMPLE) $(OUT) -o $(OUT)/report.html
-	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json, run.json, run.parquet"
+	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json, run.json, run.parquet, whatif-*.json"
 	@echo "report: $(abspath $(OUT))/report.html (open it in a browser; it works offline)"
 
 clean:

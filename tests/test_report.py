@@ -218,7 +218,7 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
     assert result.sections == ["inputs", "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
     html = out.read_text()
     assert html.count('<svg role="img"') == 3
-    for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the model", "<b>2.50x</b>", "75.0 %", "420"):
+    for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the workload", "<b>2.50x</b>", "75.0 %", "420"):
         assert cell in html, cell
     sim_row = '<td>pgbench.parquet (original)</td><td>hdd-7200</td><td class="num">2x</td>'
     assert sim_row in html.replace(' class=""', "") and ">512</td>" in html and ">88 %</td>" in html

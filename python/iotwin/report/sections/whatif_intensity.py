@@ -46,7 +46,7 @@ def intensity_svg(points: list[dict[str, Any]], saturation: float | None, device
         lat_ax.set_ylabel("response time (ms)")
         lat_ax.set_yscale("log")
         for ax in (rate_ax, lat_ax):
-            ax.set_xlabel(f"intensity (x the model's rate) on {device}")
+            ax.set_xlabel("intensity (x the workload's rate)")
             if saturation is not None:
                 ax.axvline(
                     saturation,
@@ -56,6 +56,7 @@ def intensity_svg(points: list[dict[str, Any]], saturation: float | None, device
                     label="saturation",
                 )
             ax.legend(loc="upper left", fontsize=8)
+        fig.suptitle(f"on {device}", fontsize=9, color="#5b6573")
         return to_svg(fig, "intensity sweep")
 
 
@@ -104,7 +105,7 @@ class WhatIfIntensity(WhatIfSection):
             )
             parts.append(table(headers, rows, css="compact"))
             verdict = (
-                f"saturates at {sat:g}x the model's rate"
+                f"saturates at {sat:g}x the workload's rate"
                 if sat is not None
                 else "did not saturate in the sweep"
             )
