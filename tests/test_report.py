@@ -313,3 +313,21 @@ def test_long_inputs_keep_figures_small() -> None:
     xs, ys = cdf(np.arange(1_000_000))
     assert len(xs) == 400 and xs[0] == 0 and xs[-1] == 999_999 and ys[-1] == 1.0
     assert ys[1] == (xs[1] + 1) / 1_000_000
+
+
+def test_untimed_trace_has_no_rates(tmp_path: Path) -> None:
+    # an untimed block trace (ARC-like): heatmap by request number, no fluctuation, no gaps
+    n = 400
+    df = pl.DataFrame(
+        {"ts_ns": [0] * n, "stream": [0] * n, "op": [0] * n,
+         "offset": [(i * 7919 % 64) * 4096 for i in range(n)], "size": [4096] * n},
+        schema={"ts_ns": pl.Int64, "stream": pl.UInt32, "op": pl.UInt8, "offset": pl.UInt64,
+                "size": pl.UInt32},
+    )  # fmt: skip
+    path = tmp_path / "untimed.parquet"
+    write_trace(Trace(df, TraceMeta(format="arc", timed=False, capacity=64 * 4096)), path)
+    result = build_report([path], tmp_path / "u.html")
+    assert result.sections == ["inputs", "characterization", "locality", "distributions", "mrc"]
+    html = (tmp_path / "u.html").read_text()
+    assert "request number (untimed trace)" in html and "no inter-arrival times" in html
+    assert '<td class="">requests</td><td class="num">400</td>' in html

@@ -40,8 +40,9 @@ def distributions_svg(series: list[tuple[str, Trace]]) -> str:
         for name, trace in series:
             xs, ys = cdf(trace.df["size"].to_numpy())
             size_ax.step(xs, ys, where="post", label=name, color=COLORS[name], linewidth=1.4)
-            xs, ys = cdf(interarrivals_s(trace))
-            iat_ax.step(xs, ys, where="post", label=name, color=COLORS[name], linewidth=1.4)
+            if trace.meta.timed:
+                xs, ys = cdf(interarrivals_s(trace))
+                iat_ax.step(xs, ys, where="post", label=name, color=COLORS[name], linewidth=1.4)
         size_ax.set_xscale("symlog", base=2, linthresh=512)
         top = max((float(t.df["size"].max() or 0) for _, t in series), default=0.0)
         size_ax.set_xticks([0] + [1 << k for k in range(9, 31, 3) if (1 << k) <= max(top, 512) * 8])
@@ -51,9 +52,14 @@ def distributions_svg(series: list[tuple[str, Trace]]) -> str:
         iat_ax.set_xscale("log")
         iat_ax.xaxis.set_major_formatter(FuncFormatter(seconds_label))
         iat_ax.set_xlabel("inter-arrival time (non-zero gaps)")
+        if not any(t.meta.timed for _, t in series):
+            iat_ax.text(0.5, 0.5, "untimed trace: no inter-arrival times", ha="center",
+                        transform=iat_ax.transAxes, color="#5b6573")  # fmt: skip
+            iat_ax.set_xticks([])
         for ax in (size_ax, iat_ax):
             ax.set_ylim(0, 1.02)
-            ax.legend(loc="lower right")
+            if ax.get_lines():
+                ax.legend(loc="lower right")
         return to_svg(fig, "request-size and inter-arrival distributions")
 
 

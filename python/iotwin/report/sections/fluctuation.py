@@ -38,6 +38,12 @@ def fluctuation_svg(series: list[tuple[str, Trace]]) -> str:
         return to_svg(fig, "activity fluctuation, original vs twin")
 
 
+def timed_series(bundle: Bundle) -> list[tuple[str, Trace]]:
+    """The original and the twin, those that have times (an untimed trace has no rate)."""
+    named = (("original", original(bundle)), ("twin", twin(bundle)))
+    return [(n, t) for n, t in named if t is not None and t.meta.timed]
+
+
 class Fluctuation(Section):
     id = "fluctuation"
     title = "Activity fluctuation"
@@ -47,12 +53,7 @@ class Fluctuation(Section):
     )
 
     def applies(self, bundle: Bundle) -> bool:
-        return original(bundle) is not None or twin(bundle) is not None
+        return bool(timed_series(bundle))
 
     def render(self, bundle: Bundle) -> Markup:
-        series = [
-            (n, t)
-            for n, t in (("original", original(bundle)), ("twin", twin(bundle)))
-            if t is not None
-        ]
-        return figure_block(fluctuation_svg(series))
+        return figure_block(fluctuation_svg(timed_series(bundle)))

@@ -16,8 +16,12 @@ ADDRESS_BINS = 64
 
 
 def density(trace: Trace) -> tuple[np.ndarray, float, float]:
-    """Requests per (address bin, time bin), the span in seconds and the capacity."""
-    ts = trace.df["ts_ns"].to_numpy().astype(np.float64) / 1e9
+    """Requests per (address bin, time bin), the span and the capacity. Time is seconds, or
+    the request's number in an untimed trace."""
+    if trace.meta.timed:
+        ts = trace.df["ts_ns"].to_numpy().astype(np.float64) / 1e9
+    else:
+        ts = np.arange(trace.df.height, dtype=np.float64)
     off = trace.df["offset"].to_numpy().astype(np.float64)
     span = float(ts[-1] - ts[0]) if len(ts) else 0.0
     capacity = float(max(trace.capacity, 1))
@@ -32,10 +36,11 @@ def heatmap_svg(panels: list[tuple[str, Trace]]) -> str:
     from matplotlib.colors import LogNorm
     from matplotlib.ticker import FuncFormatter
 
-    with figure(width=4.2 * len(panels) + 0.8, height=3.4, ncols=len(panels)) as (fig, axes):
+    with figure(width=9.2, height=3.4, ncols=len(panels)) as (fig, axes):
         panel_axes = axes if isinstance(axes, list) else [axes]
         image = None
         grids = [(name, *density(t)) for name, t in panels]
+        timed = {name: bool(t.meta.timed) for name, t in panels}
         peak = max(float(g[1].max()) for g in grids) or 1.0
         for ax, (name, counts, span, capacity) in zip(panel_axes, grids, strict=True):
             shown = np.where(counts > 0, counts, np.nan)
@@ -47,7 +52,7 @@ def heatmap_svg(panels: list[tuple[str, Trace]]) -> str:
             ax.set_facecolor("#f4f4f4")
             ax.grid(False)
             ax.set_title(name)
-            ax.set_xlabel("time (s)")
+            ax.set_xlabel("time (s)" if timed[name] else "request number (untimed trace)")
             ax.yaxis.set_major_formatter(FuncFormatter(bytes_label))
         panel_axes[0].set_ylabel("address")
         if image is not None:
