@@ -14,7 +14,7 @@ import pytest
 import iotwin
 
 ROOT = Path(__file__).resolve().parents[1]
-PIPELINE = ("read_trace", "characterize", "fit", "validate", "run")
+PIPELINE = ("read_trace", "characterize", "fit", "validate", "run", "simulate")
 
 
 def test_pipeline_functions_are_exported_and_documented() -> None:
@@ -34,6 +34,10 @@ def test_api_accepts_paths_and_checks_levels(tmp_path: Path) -> None:
     assert model.synth(requests=5000, seed=3).df.equals(twin.df)
     report = iotwin.validate(sample, sample)
     assert report["passed"] and report["score"] == 1.0
+    sim = iotwin.simulate(model, "ssd-sata", intensity=0.5, seed=3)
+    assert sim["kind"] == "sim" and sim["of"] == "twin" and sim["requests"] == 37083
+    assert sim == iotwin.simulate(model, "ssd-sata", intensity=0.5, seed=3)
+    assert sim["completed_iops"] > 0 and sim["p95_ms"] >= sim["p50_ms"] > 0
     with pytest.raises(iotwin.IotwinError, match="levels 'many'"):
         iotwin.fit(sample, levels="many")
 

@@ -8,6 +8,7 @@ The pipeline, one function per step (docs/api.md; `examples/quickstart.py` runs 
 - `Model.synth(requests=.., duration_s=.., intensity=.., seed=..)`: a synthetic `Trace`.
 - `validate(original, synthetic)`: the fidelity report (seed 000 Table IV, extended).
 - `run(model, target, duration_s=..)`: the model as timed I/O on a file, open loop.
+- `simulate(model_or_trace, "hdd-7200", intensity=..)`: the storage simulator, open loop.
 - `iotwin.report.build_report(inputs, "report.html")`: the self-contained HTML report.
 - `write_trace(trace, path)`: a trace as canonical Parquet.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .api import fit, read_trace, run, validate
+from .api import fit, read_trace, run, simulate, validate
 from .capture import CaptureResult, capture
 from .characterize import characterize
 from .errors import IotwinError, TraceFormatError
@@ -33,7 +34,6 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0+source"
 
-# `simulate` joins the list when the simulator lands (issue 5).
 __all__ = [
     "FORMATS",
     "CaptureResult",
@@ -52,6 +52,7 @@ __all__ = [
     "read_parquet_trace",
     "read_trace",
     "run",
+    "simulate",
     "validate",
     "write_trace",
 ]

@@ -9,6 +9,7 @@ model = iotwin.fit(trace, levels="auto")               # iotwin.Model
 twin = model.synth(seed=1)                             # a synthetic iotwin.Trace
 report = iotwin.validate(trace, twin)                  # dict, as `validate --json`
 result = iotwin.run(model, "/mnt/test/twin.img", duration_s=10)  # dict, as `run --json`
+on_disk = iotwin.simulate(model, "hdd-7200", intensity=2)  # dict, as `sim --json`
 ```
 
 Functions take a `Trace` or a path wherever they read a trace, raise `iotwin.IotwinError`
@@ -138,3 +139,25 @@ def run(
     if record is not None:
         write_trace(eng.record_trace(result), record)
     return eng.result_json(result)
+
+
+def simulate(
+    workload: Model | TraceLike,
+    device: str | dict[str, Any] = "hdd-7200",
+    *,
+    intensity: float = 1.0,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Simulate a trace, or a model's synthetic twin (seed `seed`), on a storage device,
+    open loop, its arrivals scaled by `intensity` — the same as `iotwin sim --json`.
+    `device` is a preset name (`iotwin whatif devices`: hdd-7200, ssd-sata, ...), a device
+    JSON file, or a spec dict. Returns completed IOPS, response-time percentiles (ms),
+    utilisation and cache hit ratio."""
+    from .sim import simulate as run_simulation
+
+    if isinstance(workload, Model):
+        trace = workload.synth(seed=seed)
+        of = "twin"
+    else:
+        trace, of = _trace(workload), "original"
+    return {"kind": "sim", "of": of, **run_simulation(trace, device, intensity, seed).as_dict()}
