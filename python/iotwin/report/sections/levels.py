@@ -46,7 +46,7 @@ def levels_svg(points: list[dict[str, Any]], chosen: int | None) -> str:
         size_ax.spines["right"].set_visible(True)
         if chosen is not None:
             ax.axvline(chosen, color=COLORS["accent"], linewidth=1, linestyle=":")
-            ax.annotate("chosen", (chosen, ax.get_ylim()[1]), xytext=(4, -12),
+            ax.annotate(f"chosen: {chosen}", (chosen, ax.get_ylim()[0]), xytext=(4, 4),
                         textcoords="offset points", color=COLORS["accent"])  # fmt: skip
         lines = ax.get_lines()[:1] + size_ax.get_lines()[:1]
         ax.legend(lines, [str(line.get_label()) for line in lines], loc="lower right")
