@@ -12,8 +12,9 @@ import polars as pl
 import pytest
 
 import iotwin
-from iotwin import _core, cache, validate
+from iotwin import _core, cache
 from iotwin.formats.base import CANONICAL_SCHEMA
+from iotwin.validate import lru  # `iotwin.validate` is the API function
 
 SIZES = [1024, 8192, 32768, 131072]  # cache sizes in 4 KiB blocks
 BLOCK_ACCESSES = 1_141_869  # blocks touched by cloudPhysicsIO.vscsi's 113,872 requests
@@ -87,7 +88,7 @@ def test_hit_counts_pinned(blocks: np.ndarray) -> None:
 
 
 def test_lru_equals_the_exact_mrc(cloudphysics: iotwin.Trace, blocks: np.ndarray) -> None:
-    accesses, _, ratios = validate.lru(cloudphysics, SIZES)
+    accesses, _, ratios = lru(cloudphysics, SIZES)
     assert accesses == len(blocks)
     for c, ratio in zip(SIZES, ratios, strict=True):
         r = cache.simulate(blocks, "lru", c * 4096)
