@@ -12,9 +12,14 @@ process, imports and input loading before the clock starts:
     the same stream written as its native oracleGeneral binary trace (objects of size 1,
     cache size in objects), the fastest of three initial hash-table sizes.
 It prints requests/s, the ratio, and whether the hit counts agree (they must: see
-tests/test_cache.py). The tiered-device goal (>= 5M requests/s through the simulator's SSD
-cache over an HDD) is a separate step to add next to `cache_rows` once the device lands.
-Usage: python bench/sim/run.py [--accesses N] [--sizes 32768,262144] [--write-results]
+tests/test_cache.py).
+`--tiered` adds the simulator's tiered device (an LRU SSD cache of each size over hdd-7200,
+write-back) run by `iotwin.sim.simulate` on the cloudPhysics trace tiled to the same block
+stream (each copy's times shifted past the previous one's end), its hits checked against
+the LRU cell and its block rate set against libCacheSim's LRU there.
+Goals (issue 5): tiered LRU >= 5M requests/s and at least as fast as libCacheSim's LRU.
+Usage: python bench/sim/run.py [--accesses N] [--sizes 32768,262144] [--tiered]
+       [--write-results]
 """
 
 from __future__ import annotations
@@ -132,6 +137,76 @@ def iotwin_one(npy: Path, policy: str, size: int, out: Path) -> dict:
     return {**timing, "hits": hits, "n": n}
 
 
+def tiled_trace(copies: int) -> Path:
+    """The cloudPhysics trace `copies` times in a row, as canonical Parquet, made once."""
+    import polars as pl
+
+    import iotwin
+
+    path = DATA / f"sim_cloudphysics_x{copies}.parquet"
+    if not path.exists():
+        one = iotwin.load_trace(SOURCE)
+        period = int(one.df["ts_ns"].max()) + 1_000_000
+        df = pl.concat([one.df.with_columns(pl.col("ts_ns") + k * period) for k in range(copies)])
+        iotwin.write_trace(iotwin.Trace(df, one.meta), path)
+    return path
+
+
+def tiered_rows(copies: int, sizes: list[int], repeat: int, rows: list[dict]) -> list[dict]:
+    """The tiered device with an LRU cache of each size; `rows` gives the cache-only cells."""
+    trace = tiled_trace(copies)
+    out_rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        for size in sizes:
+            spec = f"tiered:size={size * 4096},over=hdd-7200,ssd=ssd-sata,policy=lru,write=back"
+            setup = (
+                f"import json, iotwin\nfrom iotwin import sim\n"
+                f"trace = iotwin.load_trace({str(trace)!r})\n"
+            )
+            code = (
+                f"r = sim.simulate(trace, {spec!r})\n"
+                f"open({str(out)!r}, 'w').write(json.dumps([r.requests, r.cache_hits, "
+                "r.cache_misses]))"
+            )
+            timing = min(
+                (run_step(code, setup=setup) for _ in range(repeat)), key=lambda r: r["seconds"]
+            )
+            requests, hits, misses = json.loads(out.read_text())
+            lru = next(
+                r
+                for r in rows
+                if (r["stream"], r["policy"], r["size"]) == ("cloudphysics", "lru", size)
+            )
+            out_rows.append(
+                {
+                    "size": size,
+                    "requests": requests,
+                    "blocks": hits + misses,
+                    "seconds": timing["seconds"],
+                    "same_hits": hits == lru["iotwin_hits"] and hits + misses == lru["n"],
+                    "lcs_blocks_per_s": lru["n"] / lru["lcs_s"],
+                }
+            )
+            print(format_tiered(out_rows[-1]), flush=True)
+    return out_rows
+
+
+TIERED_HEADER = (
+    "| tiered LRU cache blocks | requests | requests/s | blocks/s | libCacheSim LRU blocks/s "
+    "| iotwin speed-up | same hits as LRU |\n|---|---|---|---|---|---|---|"
+)
+
+
+def format_tiered(r: dict) -> str:
+    blocks_per_s = r["blocks"] / r["seconds"]
+    return (
+        f"| {r['size']:,} | {r['requests']:,} | {rate(r['requests'], r['seconds'])} "
+        f"| {rate(r['blocks'], r['seconds'])} | {r['lcs_blocks_per_s'] / 1e6:.1f} M/s "
+        f"| {blocks_per_s / r['lcs_blocks_per_s']:.1f}x | {'yes' if r['same_hits'] else 'NO'} |"
+    )
+
+
 def rate(n: int, seconds: float) -> str:
     return f"{n / seconds / 1e6:.1f} M/s"
 
@@ -156,6 +231,7 @@ def main() -> None:
     ap.add_argument("--accesses", type=int, default=10_000_000)
     ap.add_argument("--sizes", default="32768,262144", help="cache sizes in 4 KiB blocks")
     ap.add_argument("--repeat", type=int, default=3, help="iotwin runs per cell (best kept)")
+    ap.add_argument("--tiered", action="store_true", help="also time the tiered device")
     ap.add_argument("--write-results", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -175,6 +251,26 @@ def main() -> None:
         f"Hit counts equal in {same} of {len(rows)} cells."
     )
     print(summary)
+    tiered_text = ""
+    if args.tiered:
+        one = len(np.load(streams["cloudphysics"], mmap_mode="r"))
+        import iotwin
+        from iotwin import cache
+
+        per_copy = len(cache.block_stream(iotwin.load_trace(SOURCE)))
+        print("\n" + TIERED_HEADER)
+        tiered = tiered_rows(one // per_copy, sizes, args.repeat, rows)
+        slowest_t = min(tiered, key=lambda r: r["requests"] / r["seconds"])
+        tiered_text = (
+            "\n\n"
+            + TIERED_HEADER
+            + "\n"
+            + "\n".join(format_tiered(r) for r in tiered)
+            + f"\n\nTiered LRU (iotwin.sim.simulate, whole API call): slowest "
+            f"{rate(slowest_t['requests'], slowest_t['seconds'])} requests "
+            f"(goal >= 5 M/s)."
+        )
+        print(tiered_text.split("\n\n")[-1])
     if args.write_results:
         body = (
             f"`python bench/sim/run.py --accesses {args.accesses} --sizes {args.sizes}`: "
@@ -188,6 +284,7 @@ def main() -> None:
             + "\n".join(format_row(r) for r in rows)
             + "\n"
             + summary
+            + tiered_text
         )
         write_section("sim", body)
 
