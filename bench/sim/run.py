@@ -273,7 +273,8 @@ def main() -> None:
         print(tiered_text.split("\n\n")[-1])
     if args.write_results:
         body = (
-            f"`python bench/sim/run.py --accesses {args.accesses} --sizes {args.sizes}`: "
+            f"`python bench/sim/run.py --accesses {args.accesses} --sizes {args.sizes}"
+            f"{' --tiered' if args.tiered else ''}`: "
             "cache policies alone (no device), each cell a fresh process per side, imports "
             "and input loading before the clock; iotwin best of "
             f"{args.repeat}, libCacheSim best of hashpower {HASHPOWERS}. Load average "
