@@ -32,6 +32,8 @@ from iotwin.report.sections.runs import binned
 from iotwin.trace import Trace, TraceMeta, read_parquet_trace, write_trace
 from iotwin.validate import validate
 
+runner = CliRunner()
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "pgbench.parquet"
 ARTIFACTS = Path(os.environ.get("IOTWIN_ARTIFACTS", ROOT / "out" / "test-artifacts"))
@@ -331,3 +333,24 @@ def test_untimed_trace_has_no_rates(tmp_path: Path) -> None:
     html = (tmp_path / "u.html").read_text()
     assert "request number (untimed trace)" in html and "no inter-arrival times" in html
     assert '<td class="">requests</td><td class="num">400</td>' in html
+
+
+def test_levels_and_stress_sections_from_real_runs(traces: Path, tmp_path: Path) -> None:
+    """`whatif levels` and `whatif stress` written by the CLI itself, on the TPC-C trace:
+    their sections show the measured values (the chosen level, the ramp's intensities)."""
+    trace = str(traces / "tpcc_small.disksim")
+    levels, stress, model = tmp_path / "levels.json", tmp_path / "stress.json", tmp_path / "m.json"
+    run = runner.invoke(app, ["whatif", "levels", trace, "--max-levels", "2", "-o", str(levels)])
+    assert run.exit_code == 0, run.output
+    assert runner.invoke(app, ["fit", trace, "-o", str(model)]).exit_code == 0
+    ramp = ["--ramp", "0.001,0.004", "--device", "hdd-7200"]
+    run = runner.invoke(app, ["whatif", "stress", str(model), *ramp, "-o", str(stress)])
+    assert run.exit_code == 0, run.output
+    out = tmp_path / "r.html"
+    build_report([levels, stress], out)
+    html = out.read_text()
+    lv = json.loads(levels.read_text())
+    assert 'id="whatif-levels"' in html and f"{lv['chosen']} (chosen)" in html
+    assert f"{lv['original']['mean_ms']:.3g} ms" in html
+    assert 'id="whatif-stress"' in html and "0.004x" in html
+    assert html.count("<svg") >= 2
