@@ -821,6 +821,54 @@ def export_fio_iolog(
     console.print(f"[green]wrote[/green] {output}: {summary}")
 
 
+@app.command()
+def extrapolate(
+    points: Annotated[
+        list[str],
+        typer.Argument(help="Traces of the application at several user counts: TRACE@USERS."),
+    ],
+    to: Annotated[int, typer.Option("--to", help="Users to predict the workload at.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Model JSON at --to users.")],
+    fio: Annotated[
+        Path | None, typer.Option("--fio", help="Also write the fio job of that model here.")
+    ] = None,
+    levels: Annotated[
+        int | None,
+        typer.Option("--levels", help="Model levels (default: 1 MiB leaves for file-level)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resampled trace.")] = 0,
+    top: Annotated[int, typer.Option("--top", help="Units (files/streams) in the table.")] = 10,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the fits as JSON instead of a table.")
+    ] = False,
+) -> None:
+    """Fit each file's (or stream's) features across user counts with linear, logarithmic,
+    power and exponential forms (chosen by R², seed 004) and write the model at --to users."""
+    import json
+
+    from .extrapolate import extrapolate as run_extrapolate
+    from .extrapolate import parse_point, render
+
+    parsed = [parse_point(p) for p in points]
+    with err_console.status("reading traces and fitting ..."):
+        result = run_extrapolate(parsed, to, seed=seed, levels=levels)
+        result.model.save(output)
+    if fio is not None:
+        from .exporters import ExportOptions, exporter
+
+        exporter("fio").write(result.model, fio, ExportOptions(seed=seed))
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_json(), allow_nan=False) + "\n")
+        return
+    render(result, console, top)
+    m = result.model
+    console.print(
+        f"[green]wrote[/green] {output}: model at {to} users, {m.doc['requests']:,} requests "
+        f"over {m.doc['span_ns'] / 1e9:,.1f} s, {m.doc['levels']} levels"
+        + (f"; fio job {fio}" if fio else "")
+    )
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..source import atomic_output
 from .base import Exporter, ExportOptions
-from .features import OP_NAMES, WRITE, Job, Unit, Workload, workload
+from .features import OP_NAMES, WRITE, Job, Unit, Workload, one_line, workload
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -71,7 +71,7 @@ def profile(w: Workload, model: Model, options: ExportOptions) -> ET.Element:
 
 
 def _about(w: Workload, model: Model, options: ExportOptions) -> str:
-    source = model.doc.get("source", {}).get("path", "?")
+    source = one_line(model.doc.get("source", {}).get("path", "?"))
     return (
         f" iotwin export diskspd: model of {source}; {w.requests:,} requests over "
         f"{w.span_s:,.1f} s (intensity {options.intensity:g}). One target per unit, "
@@ -128,7 +128,9 @@ def _target(
     options: ExportOptions,
 ) -> None:
     t = ET.SubElement(targets, "Target")
-    t.append(ET.Comment(f" {unit.name}: {OP_NAMES[job.op]}s, {count:,} of {job.requests:,} "))
+    t.append(
+        ET.Comment(f" {one_line(unit.name)}: {OP_NAMES[job.op]}s, {count:,} of {job.requests:,} ")
+    )
     _text(t, "Path", _path(options.directory, unit.target))
     _text(t, "BlockSize", size)
     if kind == "random":

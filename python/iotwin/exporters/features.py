@@ -95,7 +95,11 @@ def workload(model: Model, seed: int = 0, max_units: int = 64, size: int | None 
         base, extent = starts.get(name, 0), extents.get(name, capacity)
         if name == POOLED:
             base, extent = 0, max(extents.values(), default=capacity)
-        unit_size = int(extent) if files else int(size or capacity)
+        if files:  # requests drawn inside a leaf may run past the file's recorded end
+            ends = rows.select((pl.col("offset") + pl.col("size")).max()).item() or 0
+            unit_size = max(int(extent), int(ends) - base)
+        else:
+            unit_size = int(size or capacity)
         unit = Unit(name=name, target=targets[uid], size=unit_size, requests=rows.height)
         syncs = rows.filter(pl.col("op") == SYNC).height
         for op in (READ, WRITE):
@@ -240,6 +244,15 @@ def _zones(off: np.ndarray, extent: int, n: int) -> list[tuple[float, float, flo
         else:
             zones.append((lo, hi, share))
     return [] if len(zones) == 1 else zones
+
+
+def one_line(text: str) -> str:
+    """Text safe inside a one-line comment of any of the tools (a captured command's source
+    can hold newlines; XML comments cannot hold '--')."""
+    flat = " ".join(str(text).split())
+    while "--" in flat:
+        flat = flat.replace("--", "-")
+    return flat
 
 
 def percentages(weights: list[float], total: int = 100) -> list[int]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..source import atomic_output
 from .base import Exporter, ExportOptions
-from .features import OP_NAMES, READ, Job, Unit, Workload, percentages, workload
+from .features import OP_NAMES, READ, Job, Unit, Workload, one_line, percentages, workload
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -66,7 +66,7 @@ def job_file(w: Workload, model: Model, options: ExportOptions) -> str:
 
 
 def _header(w: Workload, model: Model, options: ExportOptions) -> list[str]:
-    source = model.doc.get("source", {}).get("path", "?")
+    source = one_line(model.doc.get("source", {}).get("path", "?"))
     kind = "per file" if w.file_level else "per stream"
     rate = (
         f"{w.requests / w.span_s * options.intensity:,.2f} IOPS in all"
@@ -104,7 +104,7 @@ def _job_section(i: int, unit: Unit, job: Job, w: Workload, options: ExportOptio
     random_pct = round(job.random * 100)
     mode = ("rand" if random_pct else "") + ("read" if job.op == READ else "write")
     out = [
-        f"; {unit.name}: {OP_NAMES[job.op]}s, {job.requests:,} requests, "
+        f"; {one_line(unit.name)}: {OP_NAMES[job.op]}s, {job.requests:,} requests, "
         f"mean size {job.mean_size:,.0f} B, {job.random:.1%} random",
         f"[{name}]",
         f"filename={_fio_path(options.directory, unit.target)}",

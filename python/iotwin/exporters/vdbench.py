@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..source import atomic_output
 from .base import Exporter, ExportOptions
-from .features import OP_NAMES, READ, Job, Workload, percentages, workload
+from .features import OP_NAMES, READ, Job, Workload, one_line, percentages, workload
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -38,7 +38,7 @@ class VdbenchParm(Exporter):
 
 def parameter_file(w: Workload, model: Model, options: ExportOptions) -> str:
     direct = options.direct if options.direct is not None else not w.file_level
-    source = model.doc.get("source", {}).get("path", "?")
+    source = one_line(model.doc.get("source", {}).get("path", "?"))
     lines = [
         f"* iotwin export vdbench: model of {source}",
         f"* {w.requests:,} requests over {w.span_s:,.1f} s (intensity {options.intensity:g})",
@@ -58,7 +58,9 @@ def parameter_file(w: Workload, model: Model, options: ExportOptions) -> str:
     jobs = [(u, j) for u in w.units for j in u.jobs]
     skews = percentages([j.requests for _, j in jobs], 100 * SKEW_SCALE)
     for n, ((unit, job), skew) in enumerate(zip(jobs, skews, strict=True), start=1):
-        lines.append(f"* wd{n}: {unit.name}, {OP_NAMES[job.op]}s, {job.requests:,} requests")
+        lines.append(
+            f"* wd{n}: {one_line(unit.name)}, {OP_NAMES[job.op]}s, {job.requests:,} requests"
+        )
         parts = [
             f"wd=wd{n}",
             f"sd={sd_of[unit.target]}",
@@ -72,10 +74,7 @@ def parameter_file(w: Workload, model: Model, options: ExportOptions) -> str:
             if (lo, hi) != (0, 100):
                 parts.append(f"range=({lo:g},{hi:g})")
         lines.append(",".join(parts))
-    if w.timed:
-        rate = f"{w.requests / w.span_s * options.intensity:.3f}"
-    else:
-        rate = "max"
+    rate = f"{w.requests / w.span_s * options.intensity:.3f}" if w.timed else "max"
     lines.append(
         f"rd=rd1,wd=wd*,iorate={rate},elapsed={options.runtime_s},interval=1,"
         "distribution=exponential"

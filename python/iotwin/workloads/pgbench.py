@@ -61,8 +61,17 @@ class Cluster:
     def conn(self) -> str:
         return f"-h {self.work} -p {self.port} -U iotwin postgres"
 
-    def script(self, clients: int, seconds: int, scale: int = 1, init: bool = True) -> str:
-        """Start the server, (initialise pgbench's tables,) run pgbench, stop the server."""
+    def script(
+        self,
+        clients: int,
+        seconds: int,
+        scale: int = 1,
+        init: bool = True,
+        rate_per_client: float | None = None,
+    ) -> str:
+        """Start the server, (initialise pgbench's tables,) run pgbench, stop the server.
+        With `rate_per_client`, each client is a user with think time: pgbench -R paces the
+        run at clients x that many transactions per second."""
         opts = f"-p {self.port} -k {self.work} -c listen_addresses=127.0.0.1"
         lines = [
             "set -e",
@@ -70,14 +79,41 @@ class Cluster:
         ]
         if init:
             lines.append(f"pgbench -q -i -s {scale} {self.conn}")
+        rate = f"-R {clients * rate_per_client:g} " if rate_per_client else ""
         lines += [
-            f"pgbench -T {seconds} -c {clients} -j {min(clients, 4)} {self.conn}",
+            f"pgbench -T {seconds} -c {clients} -j {min(clients, 4)} {rate}{self.conn}",
             f"pg_ctl -D {self.data} -m fast -w stop",
         ]
         return "\n".join(lines) + "\n"
 
-    def command(self, clients: int, seconds: int, scale: int = 1, init: bool = True) -> list[str]:
-        return [*self.drop, "sh", "-c", self.script(clients, seconds, scale, init)]
+    def command(
+        self,
+        clients: int,
+        seconds: int,
+        scale: int = 1,
+        init: bool = True,
+        rate_per_client: float | None = None,
+    ) -> list[str]:
+        script = self.script(clients, seconds, scale, init, rate_per_client)
+        return [*self.drop, "sh", "-c", script]
+
+    def initialise(self, scale: int = 1) -> None:
+        """Creates pgbench's tables outside any capture (start, pgbench -i, checkpoint, stop),
+        so a captured run holds the benchmark's I/O alone."""
+        opts = f"-p {self.port} -k {self.work} -c listen_addresses=127.0.0.1"
+        script = "\n".join(
+            [
+                "set -e",
+                f'pg_ctl -D {self.data} -l {self.work}/server.log -w -o "{opts}" start',
+                f"pgbench -q -i -s {scale} {self.conn}",
+                f"pg_ctl -D {self.data} -m fast -w stop",
+            ]
+        )
+        done = subprocess.run(
+            [*self.drop, "sh", "-c", script], capture_output=True, text=True, env=self.env
+        )
+        if done.returncode != 0:
+            raise IotwinError(f"pgbench -i failed:\n{done.stderr[-2000:]}{self.log()[-2000:]}")
 
     def log(self) -> str:
         path = self.work / "server.log"
@@ -85,8 +121,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[Cluster]:
-    """A fresh cluster in a temporary directory, stopped and removed on exit."""
+def cluster(wal_segment_mb: int | None = None) -> Iterator[Cluster]:
+    """A fresh cluster in a temporary directory, stopped and removed on exit. A larger
+    `wal_segment_mb` (initdb --wal-segsize) keeps a short run's WAL in one file."""
     bindir = postgres_bindir()
     if bindir is None:
         raise IotwinError("PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres)")
@@ -107,6 +144,7 @@ def cluster() -> Iterator[Cluster]:
                 "-U",
                 "iotwin",
                 "--no-sync",
+                *([f"--wal-segsize={wal_segment_mb}"] if wal_segment_mb else []),
             ],
             check=True,
             capture_output=True,
@@ -140,12 +178,20 @@ def capture_pgbench(
     seconds: int = 5,
     scale: int = 1,
     stream_by: str = "process",
+    init_in_capture: bool = True,
+    rate_per_client: float | None = None,
+    wal_segment_mb: int | None = None,
 ):  # -> CaptureResult (imported lazily: capture imports this package's parent)
-    """Captures a whole pgbench run (server and clients) under strace into `output`."""
+    """Captures a whole pgbench run (server and clients) under strace into `output`; with
+    `init_in_capture=False` the tables are created before the capture starts; with
+    `rate_per_client` every client runs that many transactions per second (pgbench -R)."""
     from ..capture import capture
 
-    with cluster() as c, on_path(c.env):
-        result = capture(c.command(clients, seconds, scale), output, stream_by=stream_by)
+    with cluster(wal_segment_mb) as c, on_path(c.env):
+        if not init_in_capture:
+            c.initialise(scale)
+        cmd = c.command(clients, seconds, scale, init_in_capture, rate_per_client)
+        result = capture(cmd, output, stream_by=stream_by)
         if result.exit_status != 0:
             raise IotwinError(f"pgbench run failed ({result.exit_status}):\n{c.log()[-2000:]}")
         return result
