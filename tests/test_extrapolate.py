@@ -77,7 +77,7 @@ def block_trace(users: int, path: Path) -> Path:
                 "offset": pl.Series(off, dtype=pl.UInt64),
                 "size": pl.Series([size] * len(ts), dtype=pl.UInt32),
             }
-        )  # fmt: skip
+        )
         for ts, s, op, off, size in rows
     ]
     df = pl.concat(frames).sort("ts_ns", maintain_order=True)
