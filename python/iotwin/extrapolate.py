@@ -534,3 +534,46 @@ def _num(v: float) -> str:
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:.3g}"
+
+
+# -- checking a prediction against a real run ----------------------------------------------
+
+MAIN_SHARE = 0.90  # the files (streams) that carry most of the I/O: busiest first, to 90%
+
+
+@dataclass
+class UnitCheck:
+    unit: str
+    real_iops: float
+    predicted_iops: float
+    share: float  # of the real run's reads and writes
+    main: bool  # among the busiest units that together carry MAIN_SHARE of the requests
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_iops - self.real_iops) / self.real_iops if self.real_iops else 0.0
+
+
+def check_against(x: Extrapolation, points: list[tuple[Path, int]], real: Path) -> list[UnitCheck]:
+    """Per unit, the real run's read + write IOPS (`real`, traced at x.to users) against the
+    prediction, busiest first; units are matched as `extrapolate` matched them."""
+    runs = load_runs([*points, (real, x.to)])
+    run = next(r for r in runs if r.users == x.to)
+    predicted = x.unit_iops()
+    counts = {u: _unit_rows(run, u).filter(pl.col("op") < 2).height for u in run.units}
+    total = sum(counts.values()) or 1
+    out, covered = [], 0
+    for unit in sorted(counts, key=lambda u: (-counts[u], u)):
+        if counts[unit] == 0:
+            continue
+        out.append(
+            UnitCheck(
+                unit,
+                counts[unit] / run.span_s,
+                predicted.get(unit, 0.0),
+                counts[unit] / total,
+                covered < MAIN_SHARE * total,
+            )
+        )
+        covered += counts[unit]
+    return out

@@ -107,6 +107,8 @@ def workload(model: Model, seed: int = 0, max_units: int = 64, size: int | None 
             if part.height:
                 job = _job(part, op, span_ns if timed else 0, base, extent, zones)
                 job.fsyncs = syncs if op == WRITE else 0
+                if name == POOLED:  # pooled units have no common address space
+                    job.zones = []
                 unit.jobs.append(job)
         if unit.jobs:
             units.append(unit)
@@ -121,7 +123,7 @@ def workload(model: Model, seed: int = 0, max_units: int = 64, size: int | None 
     )
 
 
-POOLED = "(other streams)"
+POOLED = "(other units)"
 
 
 def _by_file(

@@ -43,6 +43,24 @@ def unprivileged() -> tuple[list[str], int, int]:
     return drop, user.pw_uid, user.pw_gid
 
 
+# pgbench's built-in TPC-B-like transaction (its documentation's script), then the user's
+# think time: each client is a closed-loop user, as the users of seed 004.
+TPCB_WITH_THINK_TIME = """\
+\\set aid random(1, 100000 * :scale)
+\\set bid random(1, 1 * :scale)
+\\set tid random(1, 10 * :scale)
+\\set delta random(-5000, 5000)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
+END;
+\\sleep {think_ms} ms
+"""
+
+
 @dataclass
 class Cluster:
     """An initialised, stopped cluster; `script` builds a shell script that runs in it."""
@@ -68,10 +86,14 @@ class Cluster:
         scale: int = 1,
         init: bool = True,
         rate_per_client: float | None = None,
+        think_ms: int | None = None,
+        random_seed: int | None = None,
     ) -> str:
         """Start the server, (initialise pgbench's tables,) run pgbench, stop the server.
-        With `rate_per_client`, each client is a user with think time: pgbench -R paces the
-        run at clients x that many transactions per second."""
+        With `rate_per_client`, pgbench -R paces the run at clients x that many transactions
+        per second (Poisson arrivals); with `think_ms`, each client is a user who waits that
+        long after each TPC-B-like transaction; `random_seed` fixes pgbench's draws (accounts,
+        arrival times), so runs at different client counts differ by their clients only."""
         opts = f"-p {self.port} -k {self.work} -c listen_addresses=127.0.0.1"
         lines = [
             "set -e",
@@ -80,6 +102,12 @@ class Cluster:
         if init:
             lines.append(f"pgbench -q -i -s {scale} {self.conn}")
         rate = f"-R {clients * rate_per_client:g} " if rate_per_client else ""
+        if think_ms is not None:
+            script = self.work / f"tpcb-think-{think_ms}.sql"
+            script.write_text(TPCB_WITH_THINK_TIME.format(think_ms=think_ms))
+            rate += f"-f {script} "
+        if random_seed is not None:
+            rate += f"--random-seed={random_seed} "
         lines += [
             f"pgbench -T {seconds} -c {clients} -j {min(clients, 4)} {rate}{self.conn}",
             f"pg_ctl -D {self.data} -m fast -w stop",
@@ -93,8 +121,10 @@ class Cluster:
         scale: int = 1,
         init: bool = True,
         rate_per_client: float | None = None,
+        think_ms: int | None = None,
+        random_seed: int | None = None,
     ) -> list[str]:
-        script = self.script(clients, seconds, scale, init, rate_per_client)
+        script = self.script(clients, seconds, scale, init, rate_per_client, think_ms, random_seed)
         return [*self.drop, "sh", "-c", script]
 
     def initialise(self, scale: int = 1) -> None:
@@ -181,16 +211,21 @@ def capture_pgbench(
     init_in_capture: bool = True,
     rate_per_client: float | None = None,
     wal_segment_mb: int | None = None,
+    think_ms: int | None = None,
+    random_seed: int | None = None,
 ):  # -> CaptureResult (imported lazily: capture imports this package's parent)
     """Captures a whole pgbench run (server and clients) under strace into `output`; with
     `init_in_capture=False` the tables are created before the capture starts; with
-    `rate_per_client` every client runs that many transactions per second (pgbench -R)."""
+    `rate_per_client` every client runs that many transactions per second (pgbench -R);
+    with `think_ms` every client waits that long after each transaction."""
     from ..capture import capture
 
     with cluster(wal_segment_mb) as c, on_path(c.env):
         if not init_in_capture:
             c.initialise(scale)
-        cmd = c.command(clients, seconds, scale, init_in_capture, rate_per_client)
+        cmd = c.command(
+            clients, seconds, scale, init_in_capture, rate_per_client, think_ms, random_seed
+        )
         result = capture(cmd, output, stream_by=stream_by)
         if result.exit_status != 0:
             raise IotwinError(f"pgbench run failed ({result.exit_status}):\n{c.log()[-2000:]}")
