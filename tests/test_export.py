@@ -323,3 +323,20 @@ def test_same_seed_same_job_file(models: dict, tmp_path: Path) -> None:
     for p in (a, b):
         exporter("fio").write(models["tpcc"], p, ExportOptions(seed=3))
     assert a.read_bytes() == b.read_bytes()
+
+
+@needs_fio
+def test_file_level_job_runs_in_fio_after_its_mkdir_line(models: dict, tmp_path: Path) -> None:
+    job = tmp_path / "pg.fio"
+    opts = ExportOptions(directory=str(tmp_path / "replica"), runtime_s=1, max_jobs=8)
+    exporter("fio").write(models["pgbench"], job, opts)
+    mkdir = next(line for line in job.read_text().splitlines() if "mkdir -p" in line)
+    for d in mkdir.split("mkdir -p ", 1)[1].split():
+        Path(d).mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(
+        [FIO, "--output-format=json", str(job)], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout[res.stdout.index("{") :])
+    assert len(out["jobs"]) == len(fio_sections(job)) - 1
+    assert sum(j["read"]["total_ios"] + j["write"]["total_ios"] for j in out["jobs"]) > 0

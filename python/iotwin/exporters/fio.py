@@ -81,6 +81,10 @@ def _header(w: Workload, model: Model, options: ExportOptions) -> list[str]:
         "; rate= is bytes/s (IOPS x mean request size): fio's rate_iops would count the",
         ";   smallest size of a bssplit, not the mean",
     ]
+    if w.file_level:
+        dirs = sorted({str((Path(options.directory) / u.target).parent) for u in w.units})
+        out.append("; fio creates the files but not their directories; first run")
+        out.append(";   mkdir -p " + " ".join(one_line(d) for d in dirs))
     if w.pooled:
         out.append(f"; the {w.pooled} least busy streams/files are pooled into one unit")
     out.append("; What fio cannot express of this model:")
