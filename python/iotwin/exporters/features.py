@@ -22,6 +22,7 @@ from ..model import Model
 READ, WRITE, SYNC = 0, 1, 2
 OP_NAMES = {READ: "read", WRITE: "write"}
 MAX_SIZES = 16  # request sizes kept per job; rarer sizes join the nearest kept one
+MAX_SYNTH = 2_000_000  # requests synthesized to measure the features
 MAX_ZONES = 64  # spatial zones per job (fio accepts up to 256 split entries)
 FILE_ZONES = 16  # zones inside a file of a file-level model
 
@@ -76,7 +77,11 @@ class Workload:
 def workload(model: Model, seed: int = 0, max_units: int = 64, size: int | None = None) -> Workload:
     """The model's jobs, measured on its synthetic trace of the original length."""
     doc = model.doc
-    trace = model.synth(seed=seed)
+    # the original length reproduces the fit exactly; past MAX_SYNTH, a sample keeps every
+    # stream's share and rates are scaled back up
+    total = int(doc["requests"])
+    trace = model.synth(requests=min(total, MAX_SYNTH), seed=seed)
+    per_request = total / max(1, trace.df.height)
     df = trace.df.select("ts_ns", "stream", "op", "offset", "size")
     files = doc.get("files")
     span_ns = int(doc.get("span_ns", 0))
@@ -106,6 +111,9 @@ def workload(model: Model, seed: int = 0, max_units: int = 64, size: int | None 
             part = rows.filter(pl.col("op") == op).sort("ts_ns", maintain_order=True)
             if part.height:
                 job = _job(part, op, span_ns if timed else 0, base, extent, zones)
+                if job.iops is not None:
+                    job.iops *= per_request
+                    job.think_ns = (job.think_ns or 0.0) / per_request
                 job.fsyncs = syncs if op == WRITE else 0
                 if name == POOLED:  # pooled units have no common address space
                     job.zones = []
@@ -117,7 +125,7 @@ def workload(model: Model, seed: int = 0, max_units: int = 64, size: int | None 
         file_level=bool(files),
         timed=timed,
         span_s=span_ns / 1e9,
-        requests=df.height,
+        requests=total,
         capacity=capacity,
         pooled=pooled,
     )
