@@ -31,6 +31,7 @@ from iotwin.workloads.pgbench import capture_pgbench
 TRAINED, TARGET = (2, 4, 8), 16
 SECONDS, RATE, SCALE, WAL_MB, SEED = 20, 5.0, 4, 256, 7
 GOAL = 0.20
+KEPT_UP: dict[int, tuple[float, float]] = {}  # clients -> (pgbench tps, mean schedule lag ms)
 
 
 def capture_all(work: Path) -> dict[int, Path]:
@@ -43,11 +44,12 @@ def capture_all(work: Path) -> dict[int, Path]:
             rate_per_client=RATE, wal_segment_mb=WAL_MB, random_seed=SEED,
         )  # fmt: skip
         print(
-            f"captured {clients:2d} clients: {r.requests:,} requests on {r.files} files "
-            f"({time.perf_counter() - started:.1f} s)",
+            f"captured {clients:2d} clients: {r.requests:,} requests on {r.files} files, "
+            f"{r.tps} tps, schedule lag {r.lag_ms} ms ({time.perf_counter() - started:.1f} s)",
             flush=True,
         )
         out[clients] = path
+        KEPT_UP[clients] = (r.tps or 0.0, r.lag_ms or 0.0)
     return out
 
 
@@ -111,7 +113,11 @@ def main() -> None:
         f"the model written at {TARGET}, its synthetic trace mapped back to files: worst "
         f"{worst_model:.1%}; the {TRAINED[-1]}-client run scaled x{scale:g}, the anchor: worst "
         f"{worst_anchor:.1%}). Load average at the start: {load:.1f} on {os.cpu_count()} "
-        f"cores.\n\n{table}\n"
+        f"cores; pgbench kept its schedule: "
+        + ", ".join(
+            f"{c} clients {tps:.1f} tps (lag {lag:.1f} ms)" for c, (tps, lag) in KEPT_UP.items()
+        )
+        + f".\n\n{table}\n"
     )
     print(body)
     if args.write_results:

@@ -11,6 +11,7 @@ import contextlib
 import glob
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..capture import CaptureResult
 from ..errors import IotwinError
 
 
@@ -41,24 +43,6 @@ def unprivileged() -> tuple[list[str], int, int]:
     user = pwd.getpwnam("nobody")
     drop = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
     return drop, user.pw_uid, user.pw_gid
-
-
-# pgbench's built-in TPC-B-like transaction (its documentation's script), then the user's
-# think time: each client is a closed-loop user, as the users of seed 004.
-TPCB_WITH_THINK_TIME = """\
-\\set aid random(1, 100000 * :scale)
-\\set bid random(1, 1 * :scale)
-\\set tid random(1, 10 * :scale)
-\\set delta random(-5000, 5000)
-BEGIN;
-UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
-SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
-UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
-UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
-INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
-END;
-\\sleep {think_ms} ms
-"""
 
 
 @dataclass
@@ -86,13 +70,12 @@ class Cluster:
         scale: int = 1,
         init: bool = True,
         rate_per_client: float | None = None,
-        think_ms: int | None = None,
         random_seed: int | None = None,
     ) -> str:
         """Start the server, (initialise pgbench's tables,) run pgbench, stop the server.
         With `rate_per_client`, pgbench -R paces the run at clients x that many transactions
-        per second (Poisson arrivals); with `think_ms`, each client is a user who waits that
-        long after each TPC-B-like transaction; `random_seed` fixes pgbench's draws (accounts,
+        per second (Poisson arrivals), and its report is kept in `pgbench.out` (then printed)
+        to tell whether the run kept up; `random_seed` fixes pgbench's draws (accounts,
         arrival times), so runs at different client counts differ by their clients only."""
         opts = f"-p {self.port} -k {self.work} -c listen_addresses=127.0.0.1"
         lines = [
@@ -102,16 +85,13 @@ class Cluster:
         if init:
             lines.append(f"pgbench -q -i -s {scale} {self.conn}")
         rate = f"-R {clients * rate_per_client:g} " if rate_per_client else ""
-        if think_ms is not None:
-            script = self.work / f"tpcb-think-{think_ms}.sql"
-            script.write_text(TPCB_WITH_THINK_TIME.format(think_ms=think_ms))
-            rate += f"-f {script} "
         if random_seed is not None:
             rate += f"--random-seed={random_seed} "
-        lines += [
-            f"pgbench -T {seconds} -c {clients} -j {min(clients, 4)} {rate}{self.conn}",
-            f"pg_ctl -D {self.data} -m fast -w stop",
-        ]
+        run = f"pgbench -T {seconds} -c {clients} -j {min(clients, 4)} {rate}{self.conn}"
+        if rate_per_client:
+            report = self.work / "pgbench.out"
+            run = f"{run} > {report} 2>&1 || {{ cat {report}; exit 1; }}\ncat {report}"
+        lines += [run, f"pg_ctl -D {self.data} -m fast -w stop"]
         return "\n".join(lines) + "\n"
 
     def command(
@@ -121,10 +101,9 @@ class Cluster:
         scale: int = 1,
         init: bool = True,
         rate_per_client: float | None = None,
-        think_ms: int | None = None,
         random_seed: int | None = None,
     ) -> list[str]:
-        script = self.script(clients, seconds, scale, init, rate_per_client, think_ms, random_seed)
+        script = self.script(clients, seconds, scale, init, rate_per_client, random_seed)
         return [*self.drop, "sh", "-c", script]
 
     def initialise(self, scale: int = 1) -> None:
@@ -144,6 +123,17 @@ class Cluster:
         )
         if done.returncode != 0:
             raise IotwinError(f"pgbench -i failed:\n{done.stderr[-2000:]}{self.log()[-2000:]}")
+
+    def report(self) -> tuple[float | None, float | None]:
+        """(tps, mean schedule lag in ms) from a rate-limited run's pgbench report."""
+        path = self.work / "pgbench.out"
+        text = path.read_text() if path.exists() else ""
+        tps = re.search(r"^tps = ([0-9.]+)", text, re.M)
+        lag = re.search(r"schedule lag: avg ([0-9.]+)", text)
+        return (
+            float(tps.group(1)) if tps else None,
+            float(lag.group(1)) if lag else None,
+        )
 
     def log(self) -> str:
         path = self.work / "server.log"
@@ -211,22 +201,29 @@ def capture_pgbench(
     init_in_capture: bool = True,
     rate_per_client: float | None = None,
     wal_segment_mb: int | None = None,
-    think_ms: int | None = None,
     random_seed: int | None = None,
-):  # -> CaptureResult (imported lazily: capture imports this package's parent)
+) -> PgbenchCapture:
     """Captures a whole pgbench run (server and clients) under strace into `output`; with
     `init_in_capture=False` the tables are created before the capture starts; with
-    `rate_per_client` every client runs that many transactions per second (pgbench -R);
-    with `think_ms` every client waits that long after each transaction."""
+    `rate_per_client` every client runs that many transactions per second (pgbench -R) and
+    the result holds pgbench's tps and schedule lag."""
     from ..capture import capture
 
     with cluster(wal_segment_mb) as c, on_path(c.env):
         if not init_in_capture:
             c.initialise(scale)
-        cmd = c.command(
-            clients, seconds, scale, init_in_capture, rate_per_client, think_ms, random_seed
-        )
+        cmd = c.command(clients, seconds, scale, init_in_capture, rate_per_client, random_seed)
         result = capture(cmd, output, stream_by=stream_by)
         if result.exit_status != 0:
             raise IotwinError(f"pgbench run failed ({result.exit_status}):\n{c.log()[-2000:]}")
-        return result
+        tps, lag = c.report()
+        return PgbenchCapture(**vars(result), tps=tps, lag_ms=lag)
+
+
+@dataclass
+class PgbenchCapture(CaptureResult):
+    """A captured pgbench run; with a rate limit, pgbench's tps and mean schedule lag (a
+    lag near the mean gap between a client's transactions means the run fell behind)."""
+
+    tps: float | None = None
+    lag_ms: float | None = None
