@@ -153,23 +153,33 @@ def test_bad_points_are_clear_errors(tmp_path: Path, traces: Path) -> None:
 
 @pytest.mark.slow
 def test_pgbench_extrapolated_to_16_clients_matches_a_real_run(tmp_path: Path) -> None:
-    """pgbench at 2, 4 and 8 clients (6 s each, 8 transactions/s per client, seeded draws, a
-    fresh cluster per run) extrapolated to 16 and compared with a real 16-client run: the
-    files that carry 80% of the real run's I/O are each predicted within 20% (seed 004's
-    bound), and the model written at 16 clients carries those predictions."""
+    """pgbench at 2, 4 and 8 clients (scale 4, 10 s each, 5 transactions/s per client,
+    seeded draws, a fresh cluster per run) extrapolated to 16 and compared with a real
+    16-client run: the files that carry 80% of the real run's I/O are each predicted within
+    20% (seed 004's bound), and the model written at 16 clients carries those predictions.
+    (Scale 1 is too small: at 16 clients the runs touch most of its index and table pages, a
+    saturation none of the four forms follows.)"""
     from iotwin.exporters.features import workload
     from iotwin.extrapolate import check_against
     from iotwin.workloads.pgbench import capture_pgbench, postgres_bindir
 
     if postgres_bindir() is None:
         pytest.skip("PostgreSQL binaries are not installed (/usr/lib/postgresql/*/bin)")
-    runs = {}
+    runs, rate = {}, 5.0
     for clients in (2, 4, 8, 16):
         runs[clients] = tmp_path / f"pg{clients}.parquet"
-        capture_pgbench(
-            runs[clients], clients=clients, seconds=6, scale=1, init_in_capture=False,
-            rate_per_client=8, random_seed=7, wal_segment_mb=256,
+        r = capture_pgbench(
+            runs[clients], clients=clients, seconds=10, scale=4, init_in_capture=False,
+            rate_per_client=rate, random_seed=7, wal_segment_mb=256,
         )  # fmt: skip
+        assert r.tps is not None and r.lag_ms is not None
+        # a run that fell behind pgbench's schedule measures the machine's load, not the
+        # application at that many users: nothing to compare then
+        if r.lag_ms > 0.5 * 1000 / rate or r.tps < 0.8 * rate * clients:
+            pytest.skip(
+                f"the machine could not keep pgbench's schedule at {clients} clients "
+                f"({r.tps:.1f} of {rate * clients:g} tps, lag {r.lag_ms:.0f} ms)"
+            )
     points = [(runs[c], c) for c in (2, 4, 8)]
     x = extrapolate(points, 16)
     checks = check_against(x, points, runs[16])
