@@ -720,8 +720,108 @@ def report(
     console.print(f"open file://{result.output.resolve()}", highlight=False, soft_wrap=True)
 
 
-export_app = typer.Typer(help="Export a model or trace for other tools.", no_args_is_help=True)
+export_app = typer.Typer(
+    help="Export a model or trace for other tools (fio, DiskSpd, Vdbench).",
+    no_args_is_help=True,
+    invoke_without_command=True,
+)
 app.add_typer(export_app, name="export")
+
+
+def _list_exporters() -> None:
+    from .exporters import EXPORTERS
+
+    table = Table(title="Exporters")
+    table.add_column("name", style="bold")
+    table.add_column("suffix")
+    table.add_column("what it writes")
+    for e in EXPORTERS.values():
+        table.add_row(e.name, e.suffix, e.about)
+    console.print(table)
+
+
+@export_app.callback()
+def export_options(
+    ctx: typer.Context,
+    list_: Annotated[bool, typer.Option("--list", help="List the exporters and exit.")] = False,
+) -> None:
+    """Export a model or trace for other tools (fio, DiskSpd, Vdbench)."""
+    if list_:
+        _list_exporters()
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        console.print(ctx.get_help())
+        raise typer.Exit()
+
+
+@export_app.command("list")
+def export_list() -> None:
+    """List the exporters."""
+    _list_exporters()
+
+
+def _export_tool(name: str) -> None:
+    """Registers `iotwin export NAME MODEL -o FILE [...]` for one job-file exporter."""
+
+    def command(
+        model: Annotated[Path, typer.Argument(help="Model JSON.")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
+        runtime: Annotated[
+            str, typer.Option("--runtime", help="Run length written into the job (60, 10m).")
+        ] = "60",
+        directory: Annotated[
+            str, typer.Option("--dir", help="Directory of the tool's target files.")
+        ] = ".",
+        size: Annotated[
+            str | None,
+            typer.Option("--size", help="Block-level models: target size (default the capacity)."),
+        ] = None,
+        direct: Annotated[
+            bool | None,
+            typer.Option(
+                "--direct/--buffered",
+                help="O_DIRECT or the page cache (default: direct for block-level models, "
+                "buffered for file-level ones, as the application did).",
+            ),
+        ] = None,
+        ioengine: Annotated[str, typer.Option("--ioengine", help="fio ioengine.")] = "psync",
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the features' trace.")] = 0,
+        intensity: Annotated[float, typer.Option("--intensity", help="Rate multiplier.")] = 1.0,
+        max_jobs: Annotated[
+            int,
+            typer.Option("--max-jobs", help="Units (files/streams) kept apart; the rest pooled."),
+        ] = 64,
+    ) -> None:
+        from .exporters import ExportOptions, exporter
+        from .model import Model
+
+        if max_jobs < 1:
+            raise IotwinError("--max-jobs must be at least 1")
+        if not intensity > 0:
+            raise IotwinError("--intensity must be positive")
+        options = ExportOptions(
+            runtime_s=max(1, round(parse_duration(runtime, "--runtime"))),
+            directory=directory,
+            size=_parse_size(size),
+            direct=direct,
+            ioengine=ioengine,
+            seed=seed,
+            intensity=intensity,
+            max_jobs=max_jobs,
+        )
+        m = Model.load(model)
+        with err_console.status(f"exporting to {name} ..."):
+            summary = exporter(name).write(m, output, options)
+        console.print(f"[green]wrote[/green] {output}: {summary}")
+
+    from .exporters import EXPORTERS
+
+    command.__doc__ = EXPORTERS[name].about[0].upper() + EXPORTERS[name].about[1:] + "."
+    export_app.command(name)(command)
+
+
+for _tool in ("fio", "diskspd", "vdbench"):
+    _export_tool(_tool)
 
 
 @export_app.command("fio-iolog")
@@ -742,7 +842,7 @@ def export_fio_iolog(
 ) -> None:
     """A fio iolog v3 of the schedule iotwin runs (replay with fio --read_iolog and
     --replay_redirect=PATH)."""
-    from . import engine as eng
+    from .exporters import ExportOptions, exporter
     from .model import Model
     from .trace import is_canonical_parquet
 
@@ -750,14 +850,59 @@ def export_fio_iolog(
         src = Model.load(source)
     else:
         src = _load(source, None, None)
+    options = ExportOptions(
+        requests=requests, seed=seed, intensity=intensity, size=_parse_size(size), direct=direct
+    )
     with err_console.status("building the schedule ..."):
-        df, target = eng.schedule_for_export(
-            src, requests, size=_parse_size(size), direct=direct, seed=seed, intensity=intensity
-        )
-        eng.write_fio_iolog(df, output)
+        summary = exporter("fio-iolog").write(src, output, options)
+    console.print(f"[green]wrote[/green] {output}: {summary}")
+
+
+@app.command()
+def extrapolate(
+    points: Annotated[
+        list[str],
+        typer.Argument(help="Traces of the application at several user counts: TRACE@USERS."),
+    ],
+    to: Annotated[int, typer.Option("--to", help="Users to predict the workload at.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Model JSON at --to users.")],
+    fio: Annotated[
+        Path | None, typer.Option("--fio", help="Also write the fio job of that model here.")
+    ] = None,
+    levels: Annotated[
+        int | None,
+        typer.Option("--levels", help="Model levels (default: 1 MiB leaves for file-level)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resampled trace.")] = 0,
+    top: Annotated[int, typer.Option("--top", help="Units (files/streams) in the table.")] = 10,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the fits as JSON instead of a table.")
+    ] = False,
+) -> None:
+    """Fit each file's (or stream's) features across user counts with linear, logarithmic,
+    power and exponential forms (chosen by R², seed 004) and write the model at --to users."""
+    import json
+
+    from .extrapolate import extrapolate as run_extrapolate
+    from .extrapolate import parse_point, render
+
+    parsed = [parse_point(p) for p in points]
+    with err_console.status("reading traces and fitting ..."):
+        result = run_extrapolate(parsed, to, seed=seed, levels=levels)
+        result.model.save(output)
+    if fio is not None:
+        from .exporters import ExportOptions, exporter
+
+        exporter("fio").write(result.model, fio, ExportOptions(seed=seed))
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_json(), allow_nan=False) + "\n")
+        return
+    render(result, console, top)
+    m = result.model
     console.print(
-        f"[green]wrote[/green] {output}: {df.height:,} requests for a {target:,}-byte target "
-        f"(fio --read_iolog={output} --replay_redirect=TARGET)"
+        f"[green]wrote[/green] {output}: model at {to} users, {m.doc['requests']:,} requests "
+        f"over {m.doc['span_ns'] / 1e9:,.1f} s, {m.doc['levels']} levels"
+        + (f"; fio job {fio}" if fio else "")
     )
 
 
