@@ -436,6 +436,116 @@ fn fit_model<'py>(
     Ok(doc)
 }
 
+/// Statistics of a partitioned trace, fed one partition (canonical columns) at a time in
+/// time order; `statistics()` gives them as bytes for `merge_partitions`/`finalize_partitions`
+/// (see `model::partition`). `stream_lengths` (stream -> requests in the whole trace) is
+/// needed with `reref`, so sampled stack distances match one pass.
+#[pyclass]
+struct PartitionFit {
+    inner: crate::model::partition::PartitionFitter,
+}
+
+#[pymethods]
+impl PartitionFit {
+    #[new]
+    #[pyo3(signature = (levels, fanout, capacity, flat, window_ns, reref, stream_lengths))]
+    fn new(
+        levels: u32,
+        fanout: u32,
+        capacity: u64,
+        flat: bool,
+        window_ns: i64,
+        reref: bool,
+        stream_lengths: std::collections::HashMap<u32, u64>,
+    ) -> PyResult<Self> {
+        use crate::model::{partition::PartitionFitter, stats::FitConfig, tree::Tree};
+        if levels == 0 || fanout < 2 || (fanout as f64).powi(levels as i32) > 4e18 {
+            return Err(PyValueError::new_err(
+                "levels must be >= 1 and fanout >= 2 (fanout^levels < 4e18)",
+            ));
+        }
+        let config = FitConfig {
+            tree: Tree::new(levels, fanout, capacity),
+            flat,
+            window_ns,
+            reref,
+        };
+        let lengths = stream_lengths.into_iter().collect();
+        Ok(PartitionFit {
+            inner: PartitionFitter::new(config, lengths),
+        })
+    }
+
+    /// Adds one partition's columns (buffers: int64, uint32, uint8, uint64, uint32).
+    fn update<'py>(
+        &mut self,
+        py: Python<'py>,
+        ts_ns: &Bound<'py, PyAny>,
+        stream: &Bound<'py, PyAny>,
+        op: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let bufs = (
+            PyBuffer::<i64>::get(ts_ns)?,
+            PyBuffer::<u32>::get(stream)?,
+            PyBuffer::<u8>::get(op)?,
+            PyBuffer::<u64>::get(offset)?,
+            PyBuffer::<u32>::get(size)?,
+        );
+        let cols = (
+            buffer_slice(&bufs.0)?,
+            buffer_slice(&bufs.1)?,
+            buffer_slice(&bufs.2)?,
+            buffer_slice(&bufs.3)?,
+            buffer_slice(&bufs.4)?,
+        );
+        let inner = &mut self.inner;
+        py.detach(|| inner.update(cols.0, cols.1, cols.2, cols.3, cols.4))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// The statistics so far, as bytes.
+    fn statistics<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &crate::model::partition::encode(&self.inner.fitter))
+    }
+}
+
+fn decode_parts(parts: &[Vec<u8>]) -> PyResult<Vec<crate::model::stats::Fitter>> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            crate::model::partition::decode(b)
+                .map_err(|e| PyValueError::new_err(format!("partition statistics {i}: {e}")))
+        })
+        .collect()
+}
+
+/// Merges partitions' statistics given in order (by stream, then time) into one.
+#[pyfunction]
+fn merge_partitions<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+    use crate::model::partition::{encode, merge_ordered};
+    let fitters = decode_parts(&parts)?;
+    let merged = py
+        .detach(|| merge_ordered(&fitters).map(|f| encode(&f)))
+        .ok_or_else(|| PyValueError::new_err("no partition statistics to merge"))?;
+    Ok(PyBytes::new(py, &merged))
+}
+
+/// The model document (JSON text) of merged statistics; see `model::finalize`.
+#[pyfunction]
+fn finalize_partitions(
+    py: Python<'_>,
+    statistics: Vec<u8>,
+    iat_family: &str,
+    span_ns: i64,
+) -> PyResult<String> {
+    let fitter = decode_parts(&[statistics])?.remove(0);
+    let family = iat_family.to_string();
+    Ok(py.detach(|| crate::model::finalize::finalize(&fitter, &family, span_ns).to_string()))
+}
+
 /// Generates a synthetic trace from a model document; returns canonical column bytes.
 #[pyfunction]
 #[pyo3(signature = (model_json, requests, duration_ns, intensity, compress, seed, uniform))]
@@ -779,6 +889,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_model, m)?)?;
     m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;
     m.add_function(wrap_pyfunction!(synth_model, m)?)?;
+    m.add_class::<PartitionFit>()?;
+    m.add_function(wrap_pyfunction!(merge_partitions, m)?)?;
+    m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;
     m.add_class::<EngineRun>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;

@@ -48,6 +48,22 @@ ReaderOpt = Annotated[
 ]
 
 
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Run on Dask: local[:N] (N worker processes) or a scheduler address "
+        "tcp://HOST:PORT. Needs a partitioned dataset (ingest --partition-by).",
+    ),
+]
+ClusterTimeoutOpt = Annotated[
+    float, typer.Option("--cluster-timeout", help="Seconds to wait for the Dask scheduler.")
+]
+RetriesOpt = Annotated[
+    int, typer.Option("--retries", help="Times Dask retries a failed partition task.")
+]
+
+
 def reader_options(stream_by: str | None, skip_bad: bool, opt: list[str] | None) -> ReadOptions:
     extra: dict[str, str] = {}
     for item in opt or []:
@@ -98,18 +114,61 @@ def ingest(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    partition_by: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-by",
+            help="Write a partitioned dataset directory instead of one file: 'stream' or "
+            "'stream,time' (see docs/distributed.md).",
+        ),
+    ] = None,
+    partition_rows: Annotated[
+        int | None,
+        typer.Option("--partition-rows", help="Most requests per partition (default 4Mi)."),
+    ] = None,
+    partition_window: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-window",
+            help="With --partition-by stream,time: cut every stream at this trace time (10m, 1h).",
+        ),
+    ] = None,
 ) -> None:
     """Convert a trace to the canonical Parquet form (streaming, bounded memory)."""
     from .ingest import ingest as run_ingest
+    from .ingest import ingest_dataset
 
     opts = reader_options(stream_by, skip_bad, opt)
+    window_ns = _partitioning(partition_by, partition_rows, partition_window)
     with console.status(f"ingesting {trace} ..."):
-        result = run_ingest(trace, output, format, opts)
+        if partition_by is None:
+            result = run_ingest(trace, output, format, opts)
+        else:
+            result = ingest_dataset(trace, output, format, opts, partition_rows, window_ns)
+    parts = result.info.get("partitions")
     console.print(
         f"[green]wrote[/green] {result.output}: {result.requests:,} requests, "
-        f"{result.streams:,} streams, format {result.format}, {result.seconds:.2f} s"
+        f"{result.streams:,} streams"
+        + (f" in {parts:,} partitions" if parts is not None else "")
+        + f", format {result.format}, {result.seconds:.2f} s"
     )
     report_skipped(result.skipped, result.skipped_examples)
+
+
+def _partitioning(partition_by: str | None, rows: int | None, window: str | None) -> int | None:
+    """Checks the partitioning options; returns the time window in ns (None: by rows)."""
+    if partition_by is None:
+        if rows is not None or window is not None:
+            raise IotwinError("--partition-rows and --partition-window need --partition-by")
+        return None
+    keys = [k.strip() for k in partition_by.split(",") if k.strip()]
+    if keys not in (["stream"], ["stream", "time"]):
+        raise IotwinError(f"--partition-by '{partition_by}': expected 'stream' or 'stream,time'")
+    if window is None:
+        return None
+    if "time" not in keys:
+        raise IotwinError("--partition-window needs --partition-by stream,time")
+    return int(parse_duration(window, "--partition-window") * 1e9)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -296,13 +355,29 @@ def fit(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    cluster: ClusterOpt = None,
+    cluster_timeout: ClusterTimeoutOpt = 10.0,
+    retries: RetriesOpt = 2,
 ) -> None:
     """Fit the hierarchical Markov model of a trace and write it as JSON."""
+    from .dataset import is_dataset
     from .levels import sweep
     from .model import fit as fit_model
 
-    t = _load(trace, format, stream_by, skip_bad, opt)
     window_s = parse_duration(window) if window else None
+    if is_dataset(trace) and levels != "auto" and not types:
+        model = _fit_dataset(
+            trace, _levels(levels), fanout, flat, window_s, iat, reref,
+            cluster, cluster_timeout, retries,
+        )  # fmt: skip
+        _report_fit(model, output, types)
+        return
+    if cluster is not None:
+        raise IotwinError(
+            "--cluster fits a partitioned dataset (iotwin ingest --partition-by stream,time), "
+            "with a number of --levels and without --types"
+        )
+    t = _load(trace, format, stream_by, skip_bad, opt)
     if levels == "auto":
         with err_console.status("sweeping levels 1..8 (fit, synthesize, validate) ..."):
             chosen, points = sweep(
@@ -332,13 +407,9 @@ def fit(
             {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
         ]
     else:
-        try:
-            n_levels = int(levels)
-        except ValueError:
-            raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
         model = fit_model(
             t,
-            levels=n_levels,
+            levels=_levels(levels),
             fanout=fanout,
             flat=flat,
             window_s=window_s,
@@ -346,6 +417,47 @@ def fit(
             reref=reref,
             types=types,
         )
+    _report_fit(model, output, types)
+
+
+def _levels(levels: str) -> int:
+    try:
+        return int(levels)
+    except ValueError:
+        raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
+
+
+def _fit_dataset(
+    path: Path,
+    levels: int,
+    fanout: int,
+    flat: bool,
+    window_s: float | None,
+    iat: str,
+    reref: bool,
+    cluster: str | None,
+    timeout_s: float,
+    retries: int,
+):
+    """Fits a partitioned dataset in-process or on a Dask cluster, with a progress bar."""
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from .dataset import open_dataset
+    from .distributed import fit_dataset
+
+    total = open_dataset(path).requests
+    where = "in-process" if cluster is None else f"on {cluster}"
+    columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task(f"fitting {where}", total=total)
+        return fit_dataset(
+            path, levels=levels, fanout=fanout, flat=flat, window_s=window_s, iat=iat,
+            reref=reref, cluster=cluster, timeout_s=timeout_s, retries=retries,
+            progress=lambda rows: bar.advance(task, rows),
+        )  # fmt: skip
+
+
+def _report_fit(model, output: Path, types: bool) -> None:
     model.save(output)
     if types:
         for ty in model.doc["types"]:
