@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,16 +193,30 @@ def write_dataset(
     partition_window_ns: int | None = None,
 ) -> Dataset:
     """Splits a canonical Parquet trace into a dataset at `out`, reading it a row group at a
-    time (bounded memory): by stream, then every `partition_rows` requests of a stream or at
-    every `partition_window_ns` of trace time (both cut when both are given).
-
-    The dataset is assembled in a temporary directory beside `out` and renamed onto it, so a
-    failure leaves no half-written dataset.
-    """
+    time (bounded memory); see `write_batches`."""
     import pyarrow.parquet as pq
 
     from .trace import read_meta
 
+    source = pq.ParquetFile(trace_file)
+    batches = (pl.from_arrow(b) for b in source.iter_batches(batch_size=READ_BATCH))
+    return write_batches(batches, read_meta(trace_file), out, partition_rows, partition_window_ns)
+
+
+def write_batches(
+    batches: Iterable[pl.DataFrame],
+    meta: TraceMeta,
+    out: Path,
+    partition_rows: int | None = None,
+    partition_window_ns: int | None = None,
+) -> Dataset:
+    """Writes a canonical trace, given as time-ordered batches, as a dataset at `out`: by
+    stream, then every `partition_rows` requests of a stream or at every
+    `partition_window_ns` of trace time (both cut when both are given).
+
+    The dataset is assembled in a temporary directory beside `out` and renamed onto it, so a
+    failure leaves no half-written dataset.
+    """
     if partition_rows is not None and partition_rows < 1:
         raise IotwinError(f"--partition-rows must be >= 1, got {partition_rows}")
     if partition_window_ns is not None and partition_window_ns < 1:
@@ -212,13 +226,13 @@ def write_dataset(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        meta = read_meta(trace_file)
         splitter = _Splitter(tmp, rows_cap, partition_window_ns)
-        source = pq.ParquetFile(trace_file)
-        for batch in source.iter_batches(batch_size=READ_BATCH):
-            splitter.add(pl.from_arrow(batch))
+        columns: list[str] = []
+        for batch in batches:
+            columns = columns or batch.columns
+            splitter.add(batch)
         splitter.close()
-        ds = splitter.dataset(tmp, meta, source.schema_arrow.names)
+        ds = splitter.dataset(tmp, meta, columns)
         (tmp / MANIFEST).write_text(json.dumps(ds.manifest(), indent=1) + "\n")
         os.chmod(tmp, 0o777 & ~_umask())
         _replace_dir(tmp, out)

@@ -145,10 +145,11 @@ def fit_dataset(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     retries: int = DEFAULT_RETRIES,
     progress: Progress | None = None,
+    client: Client | None = None,
 ) -> Model:
     """The model of a partitioned dataset: in-process, or on `cluster` ("local", "local:N" or
-    a scheduler address such as "tcp://host:8786"). The same model as `model.fit` of the
-    whole trace."""
+    a scheduler address such as "tcp://host:8786") or an open Dask `client`. The same model
+    as `model.fit` of the whole trace."""
     check_settings(iat, levels, fanout)
     ds = open_dataset(path)
     if ds.requests == 0:
@@ -158,7 +159,9 @@ def fit_dataset(
     settings, layout = settings_for(ds, levels, fanout, flat, window_s, reref)
     units = plan(ds, reref)
     lengths = ds.stream_lengths() if reref else {}
-    if cluster is None:
+    if client is not None:
+        stats = _run_on_dask(client, units, settings, lengths, retries, progress)
+    elif cluster is None:
         stats = _run_in_process(units, settings, lengths, progress)
     else:
         with connect(cluster, timeout_s) as client:
