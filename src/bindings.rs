@@ -364,6 +364,8 @@ fn characterize_columns<'py>(
         offset: buffer_slice(&bufs.3)?,
         size: buffer_slice(&bufs.4)?,
         latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
+        seq: None,
+        run_start: None,
     };
     let params = Params {
         leaves,
@@ -544,6 +546,102 @@ fn finalize_partitions(
     let fitter = decode_parts(&[statistics])?.remove(0);
     let family = iat_family.to_string();
     Ok(py.detach(|| crate::model::finalize::finalize(&fitter, &family, span_ns).to_string()))
+}
+
+/// Counts one part of a partitioned trace (whole streams, time-ordered) for characterize:
+/// `seq` (row in the whole trace) and `run_start` (1: does not continue the request before it
+/// in the whole trace) place it; `first_ts`, `last_ts`, `max_end` are the whole trace's.
+/// Returns the counts as bytes for `merge_characterizations`; see `stats::partial`.
+#[pyfunction]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, seq, run_start, leaves, capacity, window_ns, relaxed_threshold, first_ts, last_ts, max_end))]
+#[allow(clippy::too_many_arguments)]
+fn characterize_partition<'py>(
+    py: Python<'py>,
+    ts_ns: &Bound<'py, PyAny>,
+    stream: &Bound<'py, PyAny>,
+    op: &Bound<'py, PyAny>,
+    offset: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    latency_ns: Option<&Bound<'py, PyAny>>,
+    seq: &Bound<'py, PyAny>,
+    run_start: &Bound<'py, PyAny>,
+    leaves: u64,
+    capacity: u64,
+    window_ns: i64,
+    relaxed_threshold: u64,
+    first_ts: i64,
+    last_ts: i64,
+    max_end: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use crate::stats::partial::{characterize_part, encode};
+    let bufs = (
+        PyBuffer::<i64>::get(ts_ns)?,
+        PyBuffer::<u32>::get(stream)?,
+        PyBuffer::<u8>::get(op)?,
+        PyBuffer::<u64>::get(offset)?,
+        PyBuffer::<u32>::get(size)?,
+        PyBuffer::<u64>::get(seq)?,
+        PyBuffer::<u8>::get(run_start)?,
+    );
+    let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
+    let cols = TraceColumns {
+        ts_ns: buffer_slice(&bufs.0)?,
+        stream: buffer_slice(&bufs.1)?,
+        op: buffer_slice(&bufs.2)?,
+        offset: buffer_slice(&bufs.3)?,
+        size: buffer_slice(&bufs.4)?,
+        latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
+        seq: Some(buffer_slice(&bufs.5)?),
+        run_start: Some(buffer_slice(&bufs.6)?),
+    };
+    let params = Params {
+        leaves,
+        capacity,
+        window_ns,
+        relaxed_threshold,
+    };
+    let whole = crate::stats::characterize::Whole {
+        first_ts,
+        last_ts,
+        max_end,
+    };
+    let bytes = py
+        .detach(|| characterize_part(&cols, &params, &whole).map(|p| encode(&p)))
+        .map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Merges parts' characterization counts (parts hold disjoint streams) into one.
+#[pyfunction]
+fn merge_characterizations<'py>(
+    py: Python<'py>,
+    parts: Vec<Vec<u8>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use crate::stats::partial::{decode, encode, merge};
+    let merged = py
+        .detach(|| {
+            let parts = parts
+                .iter()
+                .enumerate()
+                .map(|(i, b)| decode(b).map_err(|e| format!("characterization counts {i}: {e}")))
+                .collect::<Result<Vec<_>, String>>()?;
+            merge(parts).map(|p| encode(&p))
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &merged))
+}
+
+/// The summary of merged characterization counts, as `characterize_columns` returns it.
+#[pyfunction]
+fn finalize_characterization<'py>(
+    py: Python<'py>,
+    counts: Vec<u8>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use crate::stats::partial::{decode, finish};
+    let summary = py
+        .detach(|| decode(&counts).and_then(finish))
+        .map_err(PyValueError::new_err)?;
+    summary_to_py(py, &summary)
 }
 
 /// Generates a synthetic trace from a model document; returns canonical column bytes.
@@ -892,6 +990,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PartitionFit>()?;
     m.add_function(wrap_pyfunction!(merge_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;
+    m.add_function(wrap_pyfunction!(characterize_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_characterizations, m)?)?;
+    m.add_function(wrap_pyfunction!(finalize_characterization, m)?)?;
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;
     m.add_class::<EngineRun>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;

@@ -266,15 +266,33 @@ def characterize(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    cluster: ClusterOpt = None,
+    cluster_timeout: ClusterTimeoutOpt = 10.0,
+    retries: RetriesOpt = 2,
 ) -> None:
     """Per-stream characterization: I/O features, locality, sequentiality, stream types."""
     import json
+    from contextlib import nullcontext
+    from functools import partial
 
     from .characterize import characterize as run_characterize
     from .characterize import render
+    from .dataset import is_dataset
 
     opts = reader_options(stream_by, skip_bad, opt)
     window_s = parse_duration(window)
+    if is_dataset(trace):
+        from .distributed import characterize_dataset
+
+        run_characterize = partial(  # type: ignore[assignment]
+            _on_dataset, characterize_dataset, cluster=cluster, timeout_s=cluster_timeout,
+            retries=retries, show_progress=not json_out,
+        )  # fmt: skip
+    elif cluster is not None:
+        raise IotwinError(
+            "--cluster characterizes a partitioned dataset "
+            "(iotwin ingest --partition-by stream,time)"
+        )
     if json_out:
         result = run_characterize(
             trace, levels=levels, fanout=fanout, window_s=window_s,
@@ -282,12 +300,29 @@ def characterize(
         )  # fmt: skip
         sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
         return
-    with console.status(f"characterizing {trace} ..."):
+    # a dataset shows a progress bar instead (rich keeps one live display at a time)
+    status = nullcontext() if is_dataset(trace) else console.status(f"characterizing {trace} ...")
+    with status:
         result = run_characterize(
             trace, levels=levels, fanout=fanout, window_s=window_s,
             relaxed_threshold=relaxed_threshold, format=format, opts=opts,
         )  # fmt: skip
     render(result, console)
+
+
+def _on_dataset(run, path: Path, *, show_progress: bool, format=None, opts=None, **kw):
+    """Runs a dataset command (`run(path, progress=..., **kw)`) with a progress bar of
+    requests done; reader options do not apply to a dataset."""
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from .dataset import open_dataset
+
+    total = open_dataset(path).requests
+    where = "in-process" if kw.get("cluster") is None else f"on {kw['cluster']}"
+    columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True, disable=not show_progress) as bar:
+        task = bar.add_task(f"{run.__name__.split('_')[0]} {where}", total=total)
+        return run(path, progress=lambda rows: bar.advance(task, rows), **kw)
 
 
 def report_skipped(skipped: int, examples: list[str]) -> None:
@@ -440,21 +475,13 @@ def _fit_dataset(
     retries: int,
 ):
     """Fits a partitioned dataset in-process or on a Dask cluster, with a progress bar."""
-    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from .dataset import open_dataset
     from .distributed import fit_dataset
 
-    total = open_dataset(path).requests
-    where = "in-process" if cluster is None else f"on {cluster}"
-    columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task(f"fitting {where}", total=total)
-        return fit_dataset(
-            path, levels=levels, fanout=fanout, flat=flat, window_s=window_s, iat=iat,
-            reref=reref, cluster=cluster, timeout_s=timeout_s, retries=retries,
-            progress=lambda rows: bar.advance(task, rows),
-        )  # fmt: skip
+    return _on_dataset(
+        fit_dataset, path, show_progress=True, levels=levels, fanout=fanout, flat=flat,
+        window_s=window_s, iat=iat, reref=reref, cluster=cluster, timeout_s=timeout_s,
+        retries=retries,
+    )  # fmt: skip
 
 
 def _report_fit(model, output: Path, types: bool) -> None:

@@ -6,8 +6,9 @@ A dataset is a directory that a cluster's workers can read piece by piece:
     DATASET/stream=K/part-NNNNNN.parquet     stream K's requests, NNNNNN-th cut in time order
 
 Each partition holds the canonical columns of one stream's consecutive requests plus `seq`,
-the request's row in the whole time-ordered trace, so the dataset reassembles into exactly the
-trace it came from. The manifest lists every partition with its rows and time range, each
+the request's row in the whole time-ordered trace (so the dataset reassembles into exactly the
+trace it came from), and `run_start`, whether the request continues the one before it in the
+trace (1: it does not), which characterize's global run count needs. The manifest lists every partition with its rows and time range, each
 stream's request count and the trace's extent, so fitting needs no pass to learn them.
 """
 
@@ -35,6 +36,7 @@ MANIFEST = "_iotwin.json"
 DATASET_FORMAT = "iotwin-dataset"
 DATASET_VERSION = 1
 SEQ = "seq"
+RUN_START = "run_start"
 DEFAULT_PARTITION_ROWS = 4 << 20
 # Rows held in memory across all streams before every stream's pending rows are cut.
 BUFFER_ROWS = 16 << 20
@@ -285,6 +287,7 @@ class _Splitter:
         self.last_ts = 0
         self.max_end = 0
         self.file_ends: dict[int, int] = {}
+        self.prev_end: int | None = None
 
     def add(self, batch: pl.DataFrame) -> None:
         if batch.height == 0:
@@ -293,6 +296,7 @@ class _Splitter:
             pl.arange(self.seq, self.seq + batch.height, dtype=pl.UInt64).alias(SEQ)
         )
         self.seq += batch.height
+        batch = self._run_starts(batch)
         self._extent(batch)
         if self.window_ns:
             batch = batch.with_columns((pl.col("ts_ns") // self.window_ns).alias("__window"))
@@ -303,6 +307,17 @@ class _Splitter:
         if self.buffered >= BUFFER_ROWS:
             for stream in list(self.pending):
                 self._cut(stream)
+
+    def _run_starts(self, batch: pl.DataFrame) -> pl.DataFrame:
+        """Adds `run_start`: 1 where a request does not continue the one before it in the
+        trace (any stream), which a stream's partition alone cannot tell."""
+        end = pl.col("offset") + pl.col("size").cast(pl.UInt64)
+        prev = end.shift(1, fill_value=self.prev_end)
+        batch = batch.with_columns(
+            (prev.is_null() | (prev != pl.col("offset"))).cast(pl.UInt8).alias(RUN_START)
+        )
+        self.prev_end = int(batch.select(end.last()).item())
+        return batch
 
     def _extent(self, batch: pl.DataFrame) -> None:
         ts = batch.get_column("ts_ns")
@@ -371,7 +386,7 @@ class _Splitter:
             first_ts=self.first_ts or 0,
             last_ts=self.last_ts,
             max_end=self.max_end,
-            columns=[*columns, SEQ],
+            columns=[*columns, SEQ, RUN_START],
             partitions=parts,
             file_ends=dict(sorted(self.file_ends.items())),
         )
@@ -383,7 +398,8 @@ def _write_partition(table: pa.Table, file: Path) -> None:
     import pyarrow.parquet as pq
 
     names = table.schema.names
-    compression = {c: ("lz4" if c in ("stream", "op", "size", "file") else "none") for c in names}
+    small = ("stream", "op", "size", "file", RUN_START)
+    compression = {c: ("lz4" if c in small else "none") for c in names}
     pq.write_table(
         table,
         file,

@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,7 @@ class Unit:
 
 def fit_unit(unit: Unit, settings: FitSettings, lengths: dict[int, int]) -> bytes:
     """Runs on a worker: the statistics of the unit's partitions, as bytes."""
+    mine = {p.stream: lengths[p.stream] for p in unit.partitions if p.stream in lengths}
     fitter = _core.PartitionFit(
         settings.levels,
         settings.fanout,
@@ -73,7 +75,7 @@ def fit_unit(unit: Unit, settings: FitSettings, lengths: dict[int, int]) -> byte
         settings.flat,
         settings.window_ns,
         settings.reref,
-        lengths,
+        mine,
     )
     columns = ["ts_ns", "stream", "op", "offset", "size"]
     if settings.bases is not None:
@@ -159,37 +161,148 @@ def fit_dataset(
     settings, layout = settings_for(ds, levels, fanout, flat, window_s, reref)
     units = plan(ds, reref)
     lengths = ds.stream_lengths() if reref else {}
-    if client is not None:
-        stats = _run_on_dask(client, units, settings, lengths, retries, progress)
-    elif cluster is None:
-        stats = _run_in_process(units, settings, lengths, progress)
-    else:
-        with connect(cluster, timeout_s) as client:
-            stats = _run_on_dask(client, units, settings, lengths, retries, progress)
+    task = partial(fit_unit, settings=settings, lengths=lengths)
+    stats = _run(units, task, merge_stats, cluster, client, timeout_s, retries, progress)
     span_ns = ds.span_ns if ds.meta.timed else 0
     doc = json.loads(_core.finalize_partitions(stats, iat, span_ns))
     meta = ds.meta if layout is None else replace(ds.meta, capacity=settings.capacity, files=[])
     return describe(doc, meta, layout, started, iat)
 
 
-def _run_in_process(
-    units: Sequence[Unit], settings: FitSettings, lengths: dict[int, int], progress: Progress | None
+def _run(
+    units: Sequence[Unit],
+    task: Callable[[Unit], bytes],
+    merge: Callable[..., bytes],
+    cluster: str | None,
+    client: Client | None,
+    timeout_s: float,
+    retries: int,
+    progress: Progress | None,
 ) -> bytes:
+    """Runs `task` on every unit and merges the results in order, in-process (no cluster
+    nor client) or on Dask."""
+    if client is not None:
+        return _run_on_dask(client, units, task, merge, retries, progress)
+    if cluster is not None:
+        with connect(cluster, timeout_s) as c:
+            return _run_on_dask(c, units, task, merge, retries, progress)
     stats = []
     for unit in units:
-        stats.append(fit_unit(unit, settings, _lengths_of(unit, lengths)))
+        stats.append(task(unit))
         if progress is not None:
             progress(unit.rows)
     while len(stats) > 1:
-        stats = [
-            merge_stats(*stats[i : i + MERGE_FANIN]) for i in range(0, len(stats), MERGE_FANIN)
-        ]
+        stats = [merge(*stats[i : i + MERGE_FANIN]) for i in range(0, len(stats), MERGE_FANIN)]
     return stats[0]
 
 
-def _lengths_of(unit: Unit, lengths: dict[int, int]) -> dict[int, int]:
-    """Only the unit's streams travel to its worker."""
-    return {p.stream: lengths[p.stream] for p in unit.partitions if p.stream in lengths}
+# -- characterize ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CharacterizeSettings:
+    """What every characterize task needs: the whole trace's extent and the parameters."""
+
+    leaves: int
+    capacity: int  # 0: max(offset + size) over the trace
+    window_ns: int
+    relaxed_threshold: int
+    first_ts: int
+    last_ts: int
+    max_end: int
+
+
+def characterize_unit(unit: Unit, settings: CharacterizeSettings) -> bytes:
+    """Runs on a worker: the characterization counts of one stream's partitions (held in
+    memory together: counting a stream needs it whole), as bytes."""
+    import numpy as np
+    import polars as pl
+
+    frames = [read_partition(Path(unit.root) / p.path, p) for p in unit.partitions]
+    df = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
+    missing = [c for c in ("seq", "run_start") if c not in df.columns]
+    if missing:
+        first = Path(unit.root) / unit.partitions[0].path
+        raise IotwinError(
+            f"{first}: no {' or '.join(missing)} column: the dataset was written by an older "
+            "iotwin; ingest it again to characterize it in partitions"
+        )
+    latency = df.get_column("latency_ns").to_numpy() if "latency_ns" in df.columns else None
+    cols = list(partition_columns(df))
+    try:
+        return bytes(
+            _core.characterize_partition(
+                *cols,
+                None if latency is None else np.ascontiguousarray(latency, dtype=np.int64),
+                np.ascontiguousarray(df.get_column("seq").to_numpy(), dtype=np.uint64),
+                np.ascontiguousarray(df.get_column("run_start").to_numpy(), dtype=np.uint8),
+                settings.leaves,
+                settings.capacity,
+                settings.window_ns,
+                settings.relaxed_threshold,
+                settings.first_ts,
+                settings.last_ts,
+                settings.max_end,
+            )
+        )
+    except ValueError as exc:
+        raise IotwinError(f"{unit.describe()}: {exc}") from None
+
+
+def merge_characterizations(*parts: bytes) -> bytes:
+    return bytes(_core.merge_characterizations(list(parts)))
+
+
+def characterize_dataset(
+    path: str | Path,
+    levels: int = 1,
+    fanout: int = 4,
+    window_s: float = 1800.0,
+    relaxed_threshold: int = 64 * 1024,
+    cluster: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    retries: int = DEFAULT_RETRIES,
+    progress: Progress | None = None,
+    client: Client | None = None,
+) -> dict[str, Any]:
+    """`characterize` of a partitioned dataset, one task per stream, in-process or on Dask:
+    the very result `characterize` gives the whole trace."""
+    import polars as pl
+
+    from .characterize import _finalise, _leaves
+    from .trace import Trace
+
+    ds = open_dataset(path)
+    leaves = _leaves(levels, fanout)
+    if not window_s > 0:
+        raise IotwinError(f"--window must be positive, got {window_s} s")
+    if relaxed_threshold < 0:
+        raise IotwinError(f"--relaxed-threshold must be >= 0, got {relaxed_threshold}")
+    settings = CharacterizeSettings(
+        leaves=leaves,
+        capacity=int(ds.meta.capacity or 0),
+        window_ns=max(1, round(window_s * 1e9)),
+        relaxed_threshold=int(relaxed_threshold),
+        first_ts=ds.first_ts,
+        last_ts=ds.last_ts,
+        max_end=ds.max_end,
+    )
+    if ds.requests == 0:  # nothing to split: the whole (empty) trace
+        from .characterize import characterize
+
+        return characterize(ds.to_trace(), levels=levels, fanout=fanout, window_s=window_s,
+                            relaxed_threshold=relaxed_threshold)  # fmt: skip
+    units = plan(ds, reref=True)  # one task per stream
+    task = partial(characterize_unit, settings=settings)
+    counts = _run(
+        units, task, merge_characterizations, cluster, client, timeout_s, retries, progress
+    )
+    try:
+        summary = _core.finalize_characterization(counts)
+    except ValueError as exc:
+        raise IotwinError(f"{ds.root}: {exc}") from None
+    shape = Trace(pl.DataFrame(schema={c: pl.Int64 for c in ds.columns}), ds.meta)
+    return _finalise(shape, summary, levels, fanout, relaxed_threshold)
 
 
 # -- Dask ----------------------------------------------------------------------------------------
@@ -220,7 +333,7 @@ class connect:
                     n_workers=workers,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
+                    dashboard_address=":0",  # any free port: never clash with another
                     silence_logs=50,
                 )
             except (OSError, RuntimeError, TimeoutError) as exc:
@@ -273,25 +386,20 @@ def _first_line(exc: BaseException) -> str:
 def _run_on_dask(
     client: Client,
     units: Sequence[Unit],
-    settings: FitSettings,
-    lengths: dict[int, int],
+    task: Callable[[Unit], bytes],
+    merge: Callable[..., bytes],
     retries: int,
     progress: Progress | None,
 ) -> bytes:
     """Submits a task per unit and a merge tree over them; reports tasks as they finish."""
     from distributed import as_completed
 
-    futures = [
-        client.submit(
-            fit_unit, unit, settings, _lengths_of(unit, lengths), retries=retries, pure=False
-        )
-        for unit in units
-    ]
+    futures = [client.submit(task, unit, retries=retries, pure=False) for unit in units]
     unit_of = {f.key: u for f, u in zip(futures, units, strict=True)}
     level = list(futures)
     while len(level) > 1:
         level = [
-            client.submit(merge_stats, *level[i : i + MERGE_FANIN], retries=retries, pure=False)
+            client.submit(merge, *level[i : i + MERGE_FANIN], retries=retries, pure=False)
             for i in range(0, len(level), MERGE_FANIN)
         ]
     try:
@@ -302,7 +410,7 @@ def _run_on_dask(
                 progress(unit_of[done.key].rows)
         return level[0].result()
     except BaseException:
-        client.cancel(futures)  # the cluster stops working for a fit that has failed
+        client.cancel(futures)  # the cluster stops working for a run that has failed
         raise
 
 

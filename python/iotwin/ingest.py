@@ -213,11 +213,23 @@ def ingest_dataset(
 ) -> IngestResult:
     """Converts a raw trace to a partitioned dataset (see `dataset.py`): the canonical trace is
     streamed to a temporary Parquet file beside `out` (with every check `ingest` makes), then
-    split by stream and time a row group at a time, so memory stays bounded throughout."""
+    split by stream and time a row group at a time, so memory stays bounded throughout. A
+    canonical Parquet trace is split directly."""
     from .dataset import write_dataset
 
     started = time.perf_counter()
-    out = Path(out)
+    src, out = Path(src), Path(out)
+    if format_name in (None, "parquet") and src.is_file() and is_canonical_parquet(src):
+        ds = write_dataset(src, out, partition_rows, partition_window_ns)  # already canonical
+        return IngestResult(
+            output=out,
+            format=ds.meta.format,
+            requests=ds.requests,
+            streams=len(ds.stream_lengths()),
+            skipped=0,
+            seconds=time.perf_counter() - started,
+            info={"partitions": len(ds.partitions)},
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".canonical.parquet", dir=out.parent)
     os.close(fd)

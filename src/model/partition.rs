@@ -435,7 +435,9 @@ mod tests {
         let st: Vec<u32> = (0..30).map(|i| (i % 2) as u32).collect();
         let op = vec![0u8; 30];
         let sz = vec![512u32; 30];
-        let off: Vec<u64> = (0..30u64).map(|i| (i / 2) * 512 + (i % 2) * 65536).collect();
+        let off: Vec<u64> = (0..30u64)
+            .map(|i| (i / 2) * 512 + (i % 2) * 65536)
+            .collect();
         let mut one = Fitter::new(config(false));
         one.update(&ts, &st, &op, &off, &sz, None, None);
         let parts: Vec<Fitter> = [(0, 11), (11, 12), (12, 30)]

@@ -501,8 +501,8 @@ impl StackTracker {
             Some(prev) => {
                 // sampled blocks touched after prev: marks strictly between prev and now
                 let prev = prev as usize;
-                let d = (self.fen.prefix(self.sampled) - self.fen.prefix(prev + 1)) as f64
-                    * self.scale;
+                let d =
+                    (self.fen.prefix(self.sampled) - self.fen.prefix(prev + 1)) as f64 * self.scale;
                 self.fen.add(prev, -1);
                 (d as u64).min(REUSE_UNSAMPLED as u64 - 1) as u32
             }
