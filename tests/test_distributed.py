@@ -17,9 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 import iotwin
+from iotwin.characterize import characterize
 from iotwin.cli import app
 from iotwin.dataset import MANIFEST, open_dataset
-from iotwin.distributed import fit_dataset
+from iotwin.distributed import characterize_dataset, fit_dataset
 from iotwin.errors import IotwinError
 from iotwin.formats import ReadOptions
 from iotwin.ingest import ingest_dataset
@@ -237,3 +238,54 @@ def test_cluster_needs_a_dataset(traces: Path, tmp_path: Path) -> None:
         ],
     )  # fmt: skip
     assert "--cluster fits a partitioned dataset" in str(result.exception)
+
+
+# -- characterize ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("levels", [1, 3])
+@pytest.mark.parametrize("name", ["cloudPhysicsIO.vscsi", "tpcc_small.disksim", "pgbench"])
+def test_characterize_in_partitions_is_the_whole_trace(
+    name: str, levels: int, datasets: dict[str, Path], traces: Path
+) -> None:
+    whole = characterize(_source(name, traces), levels=levels, window_s=600)
+    parts = characterize_dataset(datasets[name], levels=levels, window_s=600)
+    assert json.dumps(parts) == json.dumps(whole)
+    # counts exact, and the figures that need the whole trace's order and block union
+    assert parts["requests"] == {"cloudPhysicsIO.vscsi": 113_872, "tpcc_small.disksim": 6_999,
+                                 "pgbench": 37_083}[name]  # fmt: skip
+    if name == "tpcc_small.disksim":
+        # 16 devices: interference is a property of the whole trace's interleaving
+        assert parts["stream_count"] == 16
+        assert parts["interference_frequency"] > 0
+
+
+def test_characterize_on_a_local_cluster_is_the_in_process_one(
+    datasets: dict[str, Path], client
+) -> None:
+    for ds in datasets.values():
+        on_cluster = characterize_dataset(ds, levels=2, client=client)
+        assert json.dumps(on_cluster) == json.dumps(characterize_dataset(ds, levels=2))
+
+
+def test_characterize_cli_on_local_cluster(datasets: dict[str, Path], traces: Path) -> None:
+    ds = datasets["tpcc_small.disksim"]
+    result = runner.invoke(app, ["characterize", str(ds), "--json", "--cluster", "local:2"])
+    assert result.exit_code == 0, result.output
+    on_cluster = json.loads(result.output)
+    result = runner.invoke(
+        app, ["characterize", str(traces / "tpcc_small.disksim"), "--stream-by", "device", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert on_cluster == json.loads(result.output)
+    assert on_cluster["requests"] == 6_999
+    result = runner.invoke(app, ["characterize", str(ds)])  # tables, in-process
+    assert result.exit_code == 0, result.output
+    assert "6,999" in result.output
+
+
+def test_characterize_corrupt_partition_is_named(corrupt: tuple[Path, Path], client) -> None:
+    ds, bad = corrupt
+    with pytest.raises(IotwinError, match="cannot read the partition") as err:
+        characterize_dataset(ds, client=client, retries=0)
+    assert str(bad.resolve()) in str(err.value)

@@ -131,7 +131,7 @@ def peak_mib():
 if __name__ == "__main__":
     t0 = time.perf_counter()
     cluster = LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=50)
+                           dashboard_address=":0", silence_logs=50)
     client = Client(cluster)
     started = time.perf_counter()
     with get_task_stream(client) as stream:
