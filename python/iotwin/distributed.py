@@ -1,14 +1,16 @@
-"""Fitting a partitioned dataset (see `dataset.py`) in-process or on a Dask cluster.
+"""Fitting and characterizing a partitioned dataset (see `dataset.py`) in-process or on Dask.
 
-Each task reads its partitions on the worker and returns their sufficient statistics as bytes
-(`_core.PartitionFit`); neighbouring statistics merge exactly in a tree
-(`_core.merge_partitions`) and the model is finalised once, on the client. The same tasks
-run in-process without a cluster, so both give the model `iotwin fit` gives the whole trace.
+Each task reads its partitions on the worker and returns their counts as bytes: a fit's
+sufficient statistics (`_core.PartitionFit`) or characterize's counts
+(`_core.characterize_partition`). Neighbouring results merge exactly in a tree
+(`_core.merge_partitions`, `_core.merge_characterizations`) and finalisation runs once, on
+the client. The same tasks run in-process without a cluster, so every way gives what
+`iotwin fit` / `iotwin characterize` give the whole trace.
 
-A task is one partition, or, with the re-reference extension (on by default), all partitions
-of one stream: LRU stack distances need the stream's history, which a task carries from one
-time partition to the next. Streams are the parallelism then (MSR Cambridge has 36 volumes,
-Alibaba's collection 1,000).
+A fit task is one partition, or, with the re-reference extension (on by default), all
+partitions of one stream: LRU stack distances need the stream's history, which a task carries
+from one time partition to the next. A characterize task is one stream. Streams are the
+parallelism then (MSR Cambridge has 36 volumes, Alibaba's collection 1,000).
 """
 
 from __future__ import annotations
