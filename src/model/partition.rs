@@ -429,6 +429,27 @@ mod tests {
         }
     }
 
+    /// A stream longer than EXACT_REQUESTS gets sampled distances: fed in three partitions,
+    /// the tracker gives the very distances `stack_distances` gives the whole stream.
+    #[test]
+    fn sampled_distances_continue_across_partitions() {
+        use super::super::stats::EXACT_REQUESTS;
+        let n = EXACT_REQUESTS + 100_003;
+        let off: Vec<u64> = (0..n as u64)
+            .map(|i| (i.wrapping_mul(2_654_435_761) % 50_000) * 4096)
+            .collect();
+        let st = vec![0u32; n];
+        let whole = stack_distances(&st, &off, 4096);
+        let mut tracker = StackTracker::new(n, sample_threshold(n as u64));
+        let fed: Vec<u32> = [(0, 1000), (1000, n / 2), (n / 2, n)]
+            .iter()
+            .flat_map(|&(a, b)| off[a..b].to_vec())
+            .map(|o| tracker.next(o / 4096))
+            .collect();
+        assert_eq!(fed, whole);
+        assert!(whole.contains(&super::super::stats::REUSE_UNSAMPLED)); // it did sample
+    }
+
     #[test]
     fn detached_time_partitions_round_trip_and_merge() {
         let ts: Vec<i64> = (0..30).map(|i| i * 3).collect();
