@@ -289,3 +289,16 @@ def test_characterize_corrupt_partition_is_named(corrupt: tuple[Path, Path], cli
     with pytest.raises(IotwinError, match="cannot read the partition") as err:
         characterize_dataset(ds, client=client, retries=0)
     assert str(bad.resolve()) in str(err.value)
+
+
+def test_types_fit_a_dataset_loaded_whole(
+    datasets: dict[str, Path], traces: Path, tmp_path: Path
+) -> None:
+    """--types needs every stream's characterization first: the dataset is loaded whole."""
+    out = tmp_path / "types.json"
+    result = runner.invoke(
+        app, ["fit", str(datasets["tpcc_small.disksim"]), "-o", str(out), "--types"]
+    )
+    assert result.exit_code == 0, result.output
+    whole = fit(_source("tpcc_small.disksim", traces), types=True).doc
+    assert _without_timing(json.loads(out.read_text())) == _without_timing(whole)
