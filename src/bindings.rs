@@ -548,67 +548,101 @@ fn finalize_partitions(
     Ok(py.detach(|| crate::model::finalize::finalize(&fitter, &family, span_ns).to_string()))
 }
 
-/// Counts one part of a partitioned trace (whole streams, time-ordered) for characterize:
-/// `seq` (row in the whole trace) and `run_start` (1: does not continue the request before it
-/// in the whole trace) place it; `first_ts`, `last_ts`, `max_end` are the whole trace's.
-/// Returns the counts as bytes for `merge_characterizations`; see `stats::partial`.
-#[pyfunction]
-#[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, seq, run_start, leaves, capacity, window_ns, relaxed_threshold, first_ts, last_ts, max_end))]
-#[allow(clippy::too_many_arguments)]
-fn characterize_partition<'py>(
-    py: Python<'py>,
-    ts_ns: &Bound<'py, PyAny>,
-    stream: &Bound<'py, PyAny>,
-    op: &Bound<'py, PyAny>,
-    offset: &Bound<'py, PyAny>,
-    size: &Bound<'py, PyAny>,
-    latency_ns: Option<&Bound<'py, PyAny>>,
-    seq: &Bound<'py, PyAny>,
-    run_start: &Bound<'py, PyAny>,
-    leaves: u64,
-    capacity: u64,
-    window_ns: i64,
-    relaxed_threshold: u64,
-    first_ts: i64,
-    last_ts: i64,
-    max_end: u64,
-) -> PyResult<Bound<'py, PyBytes>> {
-    use crate::stats::partial::{characterize_part, encode};
-    let bufs = (
-        PyBuffer::<i64>::get(ts_ns)?,
-        PyBuffer::<u32>::get(stream)?,
-        PyBuffer::<u8>::get(op)?,
-        PyBuffer::<u64>::get(offset)?,
-        PyBuffer::<u32>::get(size)?,
-        PyBuffer::<u64>::get(seq)?,
-        PyBuffer::<u8>::get(run_start)?,
-    );
-    let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
-    let cols = TraceColumns {
-        ts_ns: buffer_slice(&bufs.0)?,
-        stream: buffer_slice(&bufs.1)?,
-        op: buffer_slice(&bufs.2)?,
-        offset: buffer_slice(&bufs.3)?,
-        size: buffer_slice(&bufs.4)?,
-        latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
-        seq: Some(buffer_slice(&bufs.5)?),
-        run_start: Some(buffer_slice(&bufs.6)?),
-    };
-    let params = Params {
-        leaves,
-        capacity,
-        window_ns,
-        relaxed_threshold,
-    };
-    let whole = crate::stats::characterize::Whole {
-        first_ts,
-        last_ts,
-        max_end,
-    };
-    let bytes = py
-        .detach(|| characterize_part(&cols, &params, &whole).map(|p| encode(&p)))
-        .map_err(PyValueError::new_err)?;
-    Ok(PyBytes::new(py, &bytes))
+/// Characterize counts of part of a partitioned trace, fed one partition at a time (each
+/// stream's in time order): `seq` (row in the whole trace) and `run_start` (1: does not
+/// continue the request before it in the whole trace) place a partition; `first_ts`,
+/// `last_ts`, `max_end`, `max_stream` are the whole trace's. `counts()` gives bytes for
+/// `merge_characterizations`; see `stats::partial`.
+#[pyclass]
+struct PartitionCharacterize {
+    inner: Option<crate::stats::partial::PartialCounter>,
+}
+
+#[pymethods]
+impl PartitionCharacterize {
+    #[new]
+    #[pyo3(signature = (leaves, capacity, window_ns, relaxed_threshold, first_ts, last_ts, max_end, max_stream))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        leaves: u64,
+        capacity: u64,
+        window_ns: i64,
+        relaxed_threshold: u64,
+        first_ts: i64,
+        last_ts: i64,
+        max_end: u64,
+        max_stream: u32,
+    ) -> PyResult<Self> {
+        let params = Params {
+            leaves,
+            capacity,
+            window_ns,
+            relaxed_threshold,
+        };
+        let whole = crate::stats::characterize::Whole {
+            first_ts,
+            last_ts,
+            max_end,
+            max_stream,
+        };
+        let inner = crate::stats::partial::PartialCounter::new(&params, &whole)
+            .map_err(PyValueError::new_err)?;
+        Ok(PartitionCharacterize { inner: Some(inner) })
+    }
+
+    /// Counts one partition's columns (buffers: int64, uint32, uint8, uint64, uint32, int64 or
+    /// None, uint64, uint8).
+    #[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, seq, run_start))]
+    #[allow(clippy::too_many_arguments)]
+    fn update<'py>(
+        &mut self,
+        py: Python<'py>,
+        ts_ns: &Bound<'py, PyAny>,
+        stream: &Bound<'py, PyAny>,
+        op: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+        latency_ns: Option<&Bound<'py, PyAny>>,
+        seq: &Bound<'py, PyAny>,
+        run_start: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let bufs = (
+            PyBuffer::<i64>::get(ts_ns)?,
+            PyBuffer::<u32>::get(stream)?,
+            PyBuffer::<u8>::get(op)?,
+            PyBuffer::<u64>::get(offset)?,
+            PyBuffer::<u32>::get(size)?,
+            PyBuffer::<u64>::get(seq)?,
+            PyBuffer::<u8>::get(run_start)?,
+        );
+        let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
+        let cols = TraceColumns {
+            ts_ns: buffer_slice(&bufs.0)?,
+            stream: buffer_slice(&bufs.1)?,
+            op: buffer_slice(&bufs.2)?,
+            offset: buffer_slice(&bufs.3)?,
+            size: buffer_slice(&bufs.4)?,
+            latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
+            seq: Some(buffer_slice(&bufs.5)?),
+            run_start: Some(buffer_slice(&bufs.6)?),
+        };
+        let inner = self
+            .inner
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("counts() was already taken"))?;
+        py.detach(|| inner.update(&cols))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// The counts as bytes (once: the counter is spent).
+    fn counts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let inner = self
+            .inner
+            .take()
+            .ok_or_else(|| PyValueError::new_err("counts() was already taken"))?;
+        let bytes = py.detach(|| crate::stats::partial::encode(&inner.finish()));
+        Ok(PyBytes::new(py, &bytes))
+    }
 }
 
 /// Merges parts' characterization counts (parts hold disjoint streams) into one.
@@ -990,7 +1024,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PartitionFit>()?;
     m.add_function(wrap_pyfunction!(merge_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;
-    m.add_function(wrap_pyfunction!(characterize_partition, m)?)?;
+    m.add_class::<PartitionCharacterize>()?;
     m.add_function(wrap_pyfunction!(merge_characterizations, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_characterization, m)?)?;
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;

@@ -9,7 +9,8 @@ the client. The same tasks run in-process without a cluster, so every way gives 
 
 A fit task is one partition, or, with the re-reference extension (on by default), all
 partitions of one stream: LRU stack distances need the stream's history, which a task carries
-from one time partition to the next. A characterize task is one stream. Streams are the
+from one time partition to the next. A characterize task is one stream (its partitions read
+one after another). Streams are the
 parallelism then (MSR Cambridge has 36 volumes, Alibaba's collection 1,000).
 """
 
@@ -212,43 +213,46 @@ class CharacterizeSettings:
     first_ts: int
     last_ts: int
     max_end: int
+    max_stream: int
 
 
 def characterize_unit(unit: Unit, settings: CharacterizeSettings) -> bytes:
-    """Runs on a worker: the characterization counts of one stream's partitions (held in
-    memory together: counting a stream needs it whole), as bytes."""
+    """Runs on a worker: the characterization counts of one stream's partitions, read one
+    after another, as bytes."""
     import numpy as np
-    import polars as pl
 
-    frames = [read_partition(Path(unit.root) / p.path, p) for p in unit.partitions]
-    df = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
-    missing = [c for c in ("seq", "run_start") if c not in df.columns]
-    if missing:
-        first = Path(unit.root) / unit.partitions[0].path
-        raise IotwinError(
-            f"{first}: no {' or '.join(missing)} column: the dataset was written by an older "
-            "iotwin; ingest it again to characterize it in partitions"
-        )
-    latency = df.get_column("latency_ns").to_numpy() if "latency_ns" in df.columns else None
-    cols = list(partition_columns(df))
-    try:
-        return bytes(
-            _core.characterize_partition(
-                *cols,
-                None if latency is None else np.ascontiguousarray(latency, dtype=np.int64),
+    counter = _core.PartitionCharacterize(
+        settings.leaves,
+        settings.capacity,
+        settings.window_ns,
+        settings.relaxed_threshold,
+        settings.first_ts,
+        settings.last_ts,
+        settings.max_end,
+        settings.max_stream,
+    )
+    for p in unit.partitions:
+        file = Path(unit.root) / p.path
+        df = read_partition(file, p)
+        missing = [c for c in ("seq", "run_start") if c not in df.columns]
+        if missing:
+            raise IotwinError(
+                f"{file}: no {' or '.join(missing)} column: the dataset was written by an "
+                "older iotwin; ingest it again to characterize it in partitions"
+            )
+        latency = None
+        if "latency_ns" in df.columns:
+            latency = np.ascontiguousarray(df.get_column("latency_ns").to_numpy(), dtype=np.int64)
+        try:
+            counter.update(
+                *partition_columns(df),
+                latency,
                 np.ascontiguousarray(df.get_column("seq").to_numpy(), dtype=np.uint64),
                 np.ascontiguousarray(df.get_column("run_start").to_numpy(), dtype=np.uint8),
-                settings.leaves,
-                settings.capacity,
-                settings.window_ns,
-                settings.relaxed_threshold,
-                settings.first_ts,
-                settings.last_ts,
-                settings.max_end,
             )
-        )
-    except ValueError as exc:
-        raise IotwinError(f"{unit.describe()}: {exc}") from None
+        except ValueError as exc:
+            raise IotwinError(f"{file}: {exc}") from None
+    return bytes(counter.counts())
 
 
 def merge_characterizations(*parts: bytes) -> bytes:
@@ -288,6 +292,7 @@ def characterize_dataset(
         first_ts=ds.first_ts,
         last_ts=ds.last_ts,
         max_end=ds.max_end,
+        max_stream=max(ds.stream_lengths(), default=0),
     )
     if ds.requests == 0:  # nothing to split: the whole (empty) trace
         from .characterize import characterize

@@ -373,12 +373,18 @@ pub fn size_bucket(size: u32) -> usize {
 
 struct Pass<'a> {
     cols: &'a TraceColumns<'a>,
+    grid: Option<&'a WindowGrid>,
+    t: Tally,
+}
+
+/// A pass's counters, apart from the columns it reads: a stream's parts carry them from one
+/// to the next (`PartCounter`).
+struct Tally {
     threshold: u64,
     capacity: u64,
     first_ts: i64,
     leaves: usize,
     ranges: Ranges,
-    grid: Option<&'a WindowGrid>,
     slots: Slots,
     accs: Vec<Acc>,
     window_counts: Vec<u64>,
@@ -400,19 +406,8 @@ impl<'a> Pass<'a> {
     ) -> Pass<'a> {
         Pass {
             cols,
-            threshold: params.relaxed_threshold,
-            capacity,
-            first_ts: extent.first_ts,
-            leaves: params.leaves as usize,
-            ranges: Ranges::new(params.leaves, capacity),
             grid,
-            slots: Slots::new(extent.max_stream),
-            accs: Vec::new(),
-            window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
-            small_sizes: vec![0; SMALL_SIZES],
-            size_counts: FxHashMap::default(),
-            size_log2: vec![0; SIZE_BUCKETS],
-            jump_log2: vec![0; JUMP_BUCKETS],
+            t: Tally::new(params, capacity, extent, grid),
         }
     }
 
@@ -425,42 +420,42 @@ impl<'a> Pass<'a> {
             let end = offset.saturating_add(size as u64);
             let slot = self.slot(c.stream[i]);
             if let Some(g) = self.grid {
-                let rel = (c.ts_ns[i] as i128 - self.first_ts as i128) as u64;
+                let rel = (c.ts_ns[i] as i128 - self.t.first_ts as i128) as u64;
                 if rel < win_lo || rel >= win_hi {
                     win = g.index(rel);
                     (win_lo, win_hi) = (g.start(win), g.end(win));
                 }
-                self.window_counts[win as usize] += 1;
-                push_window(&mut self.accs[slot].windows, win);
+                self.t.window_counts[win as usize] += 1;
+                push_window(&mut self.t.accs[slot].windows, win);
             }
             let starts_global_run = match c.run_start {
                 Some(r) => r[i] != 0,
                 None => prev_end != Some(offset),
             };
             prev_end = Some(end);
-            let range = self.ranges.index(offset);
+            let range = self.t.ranges.index(offset);
             let latency = c.latency_ns.map_or(0, |l| l[i]);
             let jump = self.record(slot, i, offset, end, starts_global_run, range, latency);
             if let Some(j) = jump {
-                self.jump_log2[jump_bucket(j)] += 1;
+                self.t.jump_log2[jump_bucket(j)] += 1;
             }
-            self.size_log2[size_bucket(size)] += 1;
+            self.t.size_log2[size_bucket(size)] += 1;
             match (size as usize).checked_shr(9) {
-                Some(k) if size & 511 == 0 && k < SMALL_SIZES => self.small_sizes[k] += 1,
-                _ => *self.size_counts.entry(size).or_insert(0) += 1,
+                Some(k) if size & 511 == 0 && k < SMALL_SIZES => self.t.small_sizes[k] += 1,
+                _ => *self.t.size_counts.entry(size).or_insert(0) += 1,
             }
         }
-        for (k, &n) in self.small_sizes.iter().enumerate() {
+        for (k, &n) in self.t.small_sizes.iter().enumerate() {
             if n > 0 {
-                self.size_counts.insert((k as u32) << 9, n);
+                self.t.size_counts.insert((k as u32) << 9, n);
             }
         }
     }
 
     fn slot(&mut self, stream: u32) -> usize {
-        let slot = self.slots.get_or_insert(stream, self.accs.len());
-        if slot == self.accs.len() {
-            self.accs.push(Acc::new(stream, self.leaves));
+        let slot = self.t.slots.get_or_insert(stream, self.t.accs.len());
+        if slot == self.t.accs.len() {
+            self.t.accs.push(Acc::new(stream, self.t.leaves));
         }
         slot
     }
@@ -479,7 +474,7 @@ impl<'a> Pass<'a> {
     ) -> Option<i128> {
         let c = self.cols;
         let pos = c.seq.map_or(i as u64, |q| q[i]);
-        let acc = &mut self.accs[slot];
+        let acc = &mut self.t.accs[slot];
         let s = &mut acc.stats;
         let ts = c.ts_ns[i];
         let jump = if s.requests == 0 {
@@ -495,7 +490,7 @@ impl<'a> Pass<'a> {
             s.backward += (offset < prev) as u64;
             s.forward += (offset > prev) as u64;
             s.detangled_runs += (offset != prev) as u64;
-            s.relaxed_runs += (offset < prev || offset - prev > self.threshold) as u64;
+            s.relaxed_runs += (offset < prev || offset - prev > self.t.threshold) as u64;
             Some(offset as i128 - prev as i128)
         };
         s.requests += 1;
@@ -514,6 +509,29 @@ impl<'a> Pass<'a> {
     fn finish(self, blocks: Footprints) -> Summary {
         let grid = self.grid.copied();
         self.into_counts().finish(grid.as_ref(), blocks)
+    }
+
+    fn into_counts(self) -> Counts {
+        self.t.into_counts()
+    }
+}
+
+impl Tally {
+    fn new(params: &Params, capacity: u64, extent: &Extent, grid: Option<&WindowGrid>) -> Tally {
+        Tally {
+            threshold: params.relaxed_threshold,
+            capacity,
+            first_ts: extent.first_ts,
+            leaves: params.leaves as usize,
+            ranges: Ranges::new(params.leaves, capacity),
+            slots: Slots::new(extent.max_stream),
+            accs: Vec::new(),
+            window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
+            small_sizes: vec![0; SMALL_SIZES],
+            size_counts: FxHashMap::default(),
+            size_log2: vec![0; SIZE_BUCKETS],
+            jump_log2: vec![0; JUMP_BUCKETS],
+        }
     }
 
     fn into_counts(self) -> Counts {
@@ -592,34 +610,67 @@ pub struct Whole {
     pub first_ts: i64,
     pub last_ts: i64,
     pub max_end: u64,
+    pub max_stream: u32,
 }
 
-/// Counts one part of a trace (each of its streams whole, in time order) with the whole
-/// trace's time origin, windows and capacity; the caller adds the footprints.
-pub fn count_part(
-    cols: &TraceColumns,
-    params: &Params,
-    whole: &Whole,
-) -> Result<(Counts, Option<WindowGrid>), String> {
-    check_lengths(cols)?;
-    if params.leaves == 0 {
-        return Err("spatial locality needs at least one range".into());
+/// Counts part of a trace given a piece at a time (its streams' partitions, each stream's in
+/// time order) with the whole trace's time origin, windows and capacity; the caller adds
+/// the footprints.
+pub struct PartCounter {
+    grid: Option<WindowGrid>,
+    max_stream: u32,
+    tally: Option<Tally>,
+}
+
+impl PartCounter {
+    pub fn new(params: &Params, whole: &Whole) -> Result<PartCounter, String> {
+        if params.leaves == 0 {
+            return Err("spatial locality needs at least one range".into());
+        }
+        let extent = Extent {
+            first_ts: whole.first_ts,
+            last_ts: whole.last_ts,
+            max_stream: whole.max_stream,
+            max_end: whole.max_end,
+        };
+        let capacity = if params.capacity > 0 {
+            params.capacity
+        } else {
+            extent.max_end
+        };
+        let grid = WindowGrid::new(extent.span(), params.window_ns)?;
+        let tally = Tally::new(params, capacity, &extent, grid.as_ref());
+        Ok(PartCounter {
+            grid,
+            max_stream: whole.max_stream,
+            tally: Some(tally),
+        })
     }
-    let extent = Extent {
-        first_ts: whole.first_ts,
-        last_ts: whole.last_ts,
-        max_stream: cols.stream.iter().copied().max().unwrap_or(0),
-        max_end: whole.max_end,
-    };
-    let capacity = if params.capacity > 0 {
-        params.capacity
-    } else {
-        extent.max_end
-    };
-    let grid = WindowGrid::new(extent.span(), params.window_ns)?;
-    let mut pass = Pass::new(cols, params, capacity, &extent, grid.as_ref());
-    pass.run();
-    Ok((pass.into_counts(), grid))
+
+    /// Counts the next piece.
+    pub fn update(&mut self, cols: &TraceColumns) -> Result<(), String> {
+        check_lengths(cols)?;
+        if let Some(&s) = cols.stream.iter().find(|&&s| s > self.max_stream) {
+            return Err(format!("stream {s} is above the trace's largest stream id"));
+        }
+        let t = self
+            .tally
+            .take()
+            .expect("a counter is updated after it finished");
+        let mut pass = Pass {
+            cols,
+            grid: self.grid.as_ref(),
+            t,
+        };
+        pass.run();
+        self.tally = Some(pass.t);
+        Ok(())
+    }
+
+    pub fn finish(self) -> (Counts, Option<WindowGrid>) {
+        let tally = self.tally.expect("a counter finishes once");
+        (tally.into_counts(), self.grid)
+    }
 }
 
 /// The window grid of a trace spanning `span` ns (None: no windows).

@@ -1,6 +1,6 @@
 //! Characterizing a partitioned trace: each part (some streams, each whole and in time order)
 //! is counted on its own with the whole trace's time origin, windows and capacity
-//! (`count_part`), sent back as bytes, merged with the others and finished once, to the very
+//! (`PartialCounter`), sent back as bytes, merged with the others and finished once, to the very
 //! summary `characterize` gives the whole trace.
 //!
 //! Two figures need more than a stream's own requests: interference and global runs depend on
@@ -10,7 +10,7 @@
 //! in 512-byte blocks) until the end.
 
 use super::characterize::{
-    count_part, window_grid, Counts, Params, StreamStats, Summary, TraceColumns, Whole,
+    window_grid, Counts, Params, PartCounter, StreamStats, Summary, TraceColumns, Whole,
 };
 use super::footprint::{blocks, BlockCounts, Footprints, Union};
 use rustc_hash::FxHashMap;
@@ -28,38 +28,73 @@ pub struct Partial {
     pub window_ns: i64,
 }
 
-/// Counts one part; `cols.seq` and `cols.run_start` place it in the whole trace.
-pub fn characterize_part(
-    cols: &TraceColumns,
-    params: &Params,
-    whole: &Whole,
-) -> Result<Partial, String> {
-    let (counts, _) = count_part(cols, params, whole)?;
-    let index: FxHashMap<u32, usize> = counts
-        .streams
-        .iter()
-        .enumerate()
-        .map(|(i, (s, _))| (s.stream, i))
-        .collect();
-    let mut requested = vec![0u64; counts.streams.len()];
-    let mut ranges: Vec<Vec<(u64, u64)>> = vec![Vec::new(); counts.streams.len()];
-    for i in 0..cols.stream.len() {
-        if cols.size[i] == 0 {
-            continue; // touches no block
-        }
-        let slot = index[&cols.stream[i]];
-        let (first, end) = blocks(cols.offset[i], cols.size[i]);
-        requested[slot] += end - first;
-        ranges[slot].push((first, end));
+/// Counts a part (some streams) a piece at a time: `cols.seq` and `cols.run_start` place each
+/// piece in the whole trace. Memory: the counters and the streams' block ranges, merged as
+/// they grow (sequential runs collapse to one range).
+pub struct PartialCounter {
+    counter: PartCounter,
+    span: u64,
+    window_ns: i64,
+    blocks: FxHashMap<u32, StreamBlocks>,
+}
+
+/// A stream's requested 512-byte blocks, its block ranges, and how many of them are merged.
+#[derive(Debug, Default)]
+struct StreamBlocks {
+    requested: u64,
+    ranges: Vec<(u64, u64)>,
+    merged: usize,
+}
+
+impl PartialCounter {
+    pub fn new(params: &Params, whole: &Whole) -> Result<PartialCounter, String> {
+        Ok(PartialCounter {
+            counter: PartCounter::new(params, whole)?,
+            span: (whole.last_ts as i128 - whole.first_ts as i128).max(0) as u64,
+            window_ns: params.window_ns,
+            blocks: FxHashMap::default(),
+        })
     }
-    let ranges = ranges.into_iter().map(merged).collect();
-    Ok(Partial {
-        counts,
-        requested,
-        ranges,
-        span: (whole.last_ts as i128 - whole.first_ts as i128).max(0) as u64,
-        window_ns: params.window_ns,
-    })
+
+    pub fn update(&mut self, cols: &TraceColumns) -> Result<(), String> {
+        if cols.seq.is_none() || cols.run_start.is_none() {
+            return Err("a part needs its seq and run_start columns".into());
+        }
+        self.counter.update(cols)?;
+        for i in 0..cols.stream.len() {
+            if cols.size[i] == 0 {
+                continue; // touches no block
+            }
+            let (first, end) = blocks(cols.offset[i], cols.size[i]);
+            let b = self.blocks.entry(cols.stream[i]).or_default();
+            b.requested += end - first;
+            b.ranges.push((first, end));
+        }
+        for b in self.blocks.values_mut() {
+            if b.ranges.len() > 2 * b.merged + 4096 {
+                b.ranges = merged(std::mem::take(&mut b.ranges));
+                b.merged = b.ranges.len();
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Partial {
+        let (counts, _) = self.counter.finish();
+        let (mut requested, mut ranges) = (Vec::new(), Vec::new());
+        for (s, _) in &counts.streams {
+            let b = self.blocks.remove(&s.stream).unwrap_or_default();
+            requested.push(b.requested);
+            ranges.push(merged(b.ranges));
+        }
+        Partial {
+            counts,
+            requested,
+            ranges,
+            span: self.span,
+            window_ns: self.window_ns,
+        }
+    }
 }
 
 /// Sorted, non-overlapping, non-touching ranges covering the same blocks.
@@ -383,6 +418,7 @@ mod tests {
             first_ts: ts[0],
             last_ts: ts[n - 1],
             max_end: (0..n).map(|i| off[i] + sz[i] as u64).max().unwrap(),
+            max_stream: 2,
         };
         let part = |keep: &[u32]| {
             let rows: Vec<usize> = (0..n).filter(|&i| keep.contains(&st[i])).collect();
@@ -393,17 +429,23 @@ mod tests {
             let z: Vec<u32> = rows.iter().map(|&i| sz[i]).collect();
             let q: Vec<u64> = rows.iter().map(|&i| i as u64).collect();
             let r: Vec<u8> = rows.iter().map(|&i| run_start[i]).collect();
-            let cols = TraceColumns {
-                ts_ns: &t,
-                stream: &s,
-                op: &o,
-                offset: &f,
-                size: &z,
-                latency_ns: None,
-                seq: Some(&q),
-                run_start: Some(&r),
-            };
-            decode(&encode(&characterize_part(&cols, &params, &whole).unwrap())).unwrap()
+            // fed in two pieces, as a task reads a stream's time partitions
+            let mut counter = PartialCounter::new(&params, &whole).unwrap();
+            let cut = rows.len() / 3;
+            for (a, b) in [(0, cut), (cut, rows.len())] {
+                let piece = TraceColumns {
+                    ts_ns: &t[a..b],
+                    stream: &s[a..b],
+                    op: &o[a..b],
+                    offset: &f[a..b],
+                    size: &z[a..b],
+                    latency_ns: None,
+                    seq: Some(&q[a..b]),
+                    run_start: Some(&r[a..b]),
+                };
+                counter.update(&piece).unwrap();
+            }
+            decode(&encode(&counter.finish())).unwrap()
         };
         let merged = merge(vec![part(&[0, 2]), part(&[1])]).unwrap();
         assert_eq!(finish(merged).unwrap(), expected);
