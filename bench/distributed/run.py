@@ -4,10 +4,10 @@ Makes a seeded dataset of N records once (default 100 million, under bench/data/
 of unequal weight, each with its own read share, sizes and sequential runs over a 64 GiB
 device with a hot 1 GiB region, written by stream and every 4Mi requests), then times, each in
 a fresh process on the same dataset:
-  - `fit_dataset` in-process (one task after another, the client process only),
-  - `fit_dataset` on a LocalCluster of W worker processes (default 2, one thread each),
+  - `fit_dataset` and `characterize_dataset` in-process (one task after another),
+  - the same on a LocalCluster of W worker processes (default 2, one thread each),
 with wall time, peak RSS of the client and of every worker, and each task's throughput from
-Dask's task stream. It checks that both give the same model, and projects the time for the
+Dask's task stream. It checks that both give the same result, and projects the time for the
 full MSR Cambridge (~434M requests, 36 volumes) and Alibaba (~20 billion, 1,000 volumes)
 collections on a 16-node cluster from the measured per-task throughput.
 Usage: python bench/distributed/run.py [--records N] [--workers W] [--write-results]
@@ -47,9 +47,10 @@ NODES, CORES_PER_NODE = 16, 2  # cores per node as this machine: a conservative 
 # -- input -----------------------------------------------------------------------------------
 def make_dataset(path: Path, records: int, seed: int = 1) -> None:
     """A canonical trace generated chunk by chunk in time order, split as ingest splits."""
-    if (path / "_iotwin.json").exists():
+    from iotwin.dataset import RUN_START, open_dataset, write_batches
+
+    if (path / "_iotwin.json").exists() and RUN_START in open_dataset(path).columns:
         return
-    from iotwin.dataset import write_batches
     from iotwin.trace import TraceMeta
 
     meta = TraceMeta(
@@ -113,16 +114,23 @@ def _stream_offsets(
 
 
 # -- steps -----------------------------------------------------------------------------------
+JOBS = {  # what a step runs on PATH, leaving its result at OUT
+    "fit": "fit_dataset(PATH, client=CLIENT).save(OUT)",
+    "characterize": "Path(OUT).write_text(json.dumps(characterize_dataset(PATH, client=CLIENT)))",
+}
+
 IN_PROCESS = """
-from iotwin.distributed import fit_dataset
-model = fit_dataset(PATH)
-model.save(OUT)
+import json
+from pathlib import Path
+from iotwin.distributed import characterize_dataset, fit_dataset
+JOB
 """
 
 ON_DASK = """
 import json, resource, sys, time
+from pathlib import Path
 from distributed import Client, LocalCluster, get_task_stream
-from iotwin.distributed import fit_dataset
+from iotwin.distributed import characterize_dataset, fit_dataset
 
 def peak_mib():
     import resource
@@ -135,9 +143,8 @@ if __name__ == "__main__":
     client = Client(cluster)
     started = time.perf_counter()
     with get_task_stream(client) as stream:
-        model = fit_dataset(PATH, client=client)
+        JOB
     fitted = time.perf_counter()
-    model.save(OUT)
     tasks = [
         {"name": t["key"] if isinstance(t["key"], str) else str(t["key"]),
          "seconds": sum(s["stop"] - s["start"] for s in t["startstops"] if s["action"] == "compute")}
@@ -152,18 +159,23 @@ if __name__ == "__main__":
 """
 
 
-def in_process(path: Path, out: Path) -> dict:
-    code = IN_PROCESS.replace("PATH", repr(str(path))).replace("OUT", repr(str(out)))
+def _job(job: str, path: Path, out: Path, client: str) -> str:
+    return (
+        JOBS[job]
+        .replace("PATH", repr(str(path)))
+        .replace("OUT", repr(str(out)))
+        .replace("CLIENT", client)
+    )
+
+
+def in_process(job: str, path: Path, out: Path) -> dict:
+    code = IN_PROCESS.replace("JOB", _job(job, path, out, "None"))
     return run_step(code, setup="import iotwin.distributed")
 
 
-def on_dask(path: Path, out: Path, workers: int) -> dict:
+def on_dask(job: str, path: Path, out: Path, workers: int) -> dict:
     script = DATA / "bench_distributed_dask.py"
-    code = (
-        ON_DASK.replace("PATH", repr(str(path)))
-        .replace("OUT", repr(str(out)))
-        .replace("WORKERS", str(workers))
-    )
+    code = ON_DASK.replace("JOB", _job(job, path, out, "client")).replace("WORKERS", str(workers))
     script.write_text(code)  # a file, so the worker processes can import the main module
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, str(script)], check=True, capture_output=True, text=True)
@@ -173,10 +185,11 @@ def on_dask(path: Path, out: Path, workers: int) -> dict:
     return result
 
 
-def same_model(a: Path, b: Path) -> bool:
+def same_result(a: Path, b: Path) -> bool:
+    """The same model (bar the fit's own timing) or the same characterization."""
     docs = [json.loads(p.read_text()) for p in (a, b)]
     for d in docs:
-        d.pop("fit")
+        d.pop("fit", None)
     return docs[0] == docs[1]
 
 
@@ -201,66 +214,80 @@ def main() -> None:
         f"({lengths[0]:,} .. {lengths[-1]:,}), {len(ds.partitions)} partitions, "
         f"{size_mib:.0f} MiB ({made:.1f} s to make or find)"
     )
-    one = in_process(path, DATA / "distributed-model-inprocess.json")
-    print(f"in-process: {one['seconds']:.1f} s, peak RSS {one['peak_rss_mib']:.0f} MiB")
-    dask = on_dask(path, DATA / "distributed-model-dask.json", args.workers)
-    print(json.dumps({k: v for k, v in dask.items() if k != "tasks"}))
-    identical = same_model(
-        DATA / "distributed-model-inprocess.json", DATA / "distributed-model-dask.json"
-    )
-    print(f"models identical: {identical}")
-    body = report(ds, args, one, dask, identical, size_mib, lengths)
+    runs = {}
+    for job in ("fit", "characterize"):
+        outs = [DATA / f"distributed-{job}-{where}.json" for where in ("inprocess", "dask")]
+        one = in_process(job, path, outs[0])
+        print(f"{job} in-process: {one['seconds']:.1f} s, peak RSS {one['peak_rss_mib']:.0f} MiB")
+        dask = on_dask(job, path, outs[1], args.workers)
+        print(job, json.dumps({k: v for k, v in dask.items() if k != "tasks"}))
+        identical = same_result(*outs)
+        print(f"{job}: identical results: {identical}")
+        runs[job] = (one, dask, identical)
+    body = report(ds, args, runs, size_mib, lengths)
     print(body)
     if args.write_results:
         write_section("distributed", body)
 
 
-def report(ds, args, one: dict, dask: dict, identical: bool, size_mib: float, lengths) -> str:
+def report(ds, args, runs: dict, size_mib: float, lengths) -> str:
     rows = ds.requests
-    fits = [t for t in dask["tasks"] if t["name"].startswith("fit_unit")]
-    merges = [t for t in dask["tasks"] if t["name"].startswith("merge_stats")]
-    per_task = rows / sum(t["seconds"] for t in fits)  # requests per second of one worker core
-    merge_s = sum(t["seconds"] for t in merges)
-    task_s = sorted(t["seconds"] for t in fits)
     lines = [
         f"`python bench/distributed/run.py --records {args.records} --workers {args.workers}`; "
         f"input: {rows:,} requests in {len(lengths)} streams ({lengths[0]:,} to {lengths[-1]:,} "
         f"requests each), {len(ds.partitions)} partitions (by stream, every 4Mi requests), "
-        f"{size_mib:.0f} MiB of Parquet; re-references on (the default), so a task is one "
-        "stream's partitions in time order. The machine was shared with other work during "
-        "this run (figures are indicative; the lead re-runs on an idle machine).",
+        f"{size_mib:.0f} MiB of Parquet. fit with re-references on (the default), so a fit "
+        "task is one stream's partitions in time order; a characterize task is one stream too. "
+        "The machine was shared with other work during this run (figures are indicative; the "
+        "lead re-runs on an idle machine).",
         "",
-        "| run | wall | fit | rate | peak RSS |",
-        "|---|---|---|---|---|",
-        f"| in-process (1 process) | {one['seconds']:.1f} s | {one['seconds']:.1f} s | "
-        f"{rows / one['seconds'] / 1e6:.2f} M/s | {one['peak_rss_mib']:.0f} MiB |",
-        f"| LocalCluster, {args.workers} workers | {dask['wall']:.1f} s (incl. "
-        f"{dask['startup']:.1f} s start-up) | {dask['fit']:.1f} s | "
-        f"{rows / dask['fit'] / 1e6:.2f} M/s | client {dask['client_peak_mib']:.0f} MiB, "
-        f"workers {', '.join(f'{m:.0f}' for m in dask['worker_peak_mib'])} MiB |",
+        "| run | wall | work | rate | peak RSS | result identical |",
+        "|---|---|---|---|---|---|",
+    ]
+    per_task: dict[str, float] = {}
+    notes = []
+    for job, (one, dask, identical) in runs.items():
+        tasks = [t for t in dask["tasks"] if t["name"].startswith(f"{job}_unit")]
+        merges = [t for t in dask["tasks"] if t["name"].startswith("merge_")]
+        per_task[job] = rows / sum(t["seconds"] for t in tasks)  # per worker core
+        task_s = sorted(t["seconds"] for t in tasks)
+        lines += [
+            f"| {job}, in-process (1 process) | {one['seconds']:.1f} s | {one['seconds']:.1f} s | "
+            f"{rows / one['seconds'] / 1e6:.2f} M/s | {one['peak_rss_mib']:.0f} MiB | |",
+            f"| {job}, LocalCluster of {args.workers} workers | {dask['wall']:.1f} s (incl. "
+            f"{dask['startup']:.1f} s start-up) | {dask['fit']:.1f} s | "
+            f"{rows / dask['fit'] / 1e6:.2f} M/s | client {dask['client_peak_mib']:.0f} MiB, "
+            f"workers {', '.join(f'{m:.0f}' for m in dask['worker_peak_mib'])} MiB | "
+            f"**{identical}** |",
+        ]
+        notes.append(
+            f"- {job}: speed-up on {args.workers} workers {one['seconds'] / dask['fit']:.2f}x; "
+            f"per task (read from Parquet and count) {per_task[job] / 1e6:.2f} M requests/s "
+            f"per worker core over {len(tasks)} tasks ({task_s[0]:.1f} s to {task_s[-1]:.1f} s "
+            f"each); {len(merges)} merges took {sum(t['seconds'] for t in merges):.2f} s."
+        )
+    rate = per_task["fit"]
+    workers = NODES * CORES_PER_NODE
+    lines += [
         "",
-        f"Speed-up of the fit on {args.workers} workers: {one['seconds'] / dask['fit']:.2f}x. "
-        f"Models identical (in-process vs cluster, JSON without the timing field): "
-        f"**{identical}**.",
+        "*work* is the fit or characterization, merges and finalisation included (cluster "
+        "start-up excluded); *result identical*: in-process vs cluster, model JSON without its "
+        "timing field, characterization JSON as is.",
         "",
-        f"Per task (one stream, read from Parquet, stack distances and counting): "
-        f"{per_task / 1e6:.2f} M requests/s per worker core over {len(fits)} tasks "
-        f"(task times {task_s[0]:.1f} s to {task_s[-1]:.1f} s); "
-        f"{len(merges)} merges took {merge_s:.2f} s in all.",
+        *notes,
         "",
-        f"Projection on {NODES} nodes of {CORES_PER_NODE} cores ({NODES * CORES_PER_NODE} "
-        f"workers) at the measured {per_task / 1e6:.2f} M/s per worker, reading from shared "
-        "storage that keeps up: the time is the larger of (requests / all workers) and the "
-        "largest volume's own time (with re-references a volume is one task; with "
-        "`--no-reref` its partitions run in parallel and only the first term counts).",
+        f"Projection of a fit on {NODES} nodes of {CORES_PER_NODE} cores ({workers} workers) at "
+        f"the measured {rate / 1e6:.2f} M requests/s per worker, reading from shared storage "
+        "that keeps up: the time is the larger of (requests / all workers) and the largest "
+        "volume's own time (with re-references a volume is one task; with `--no-reref` its "
+        "partitions run in parallel and only the first term counts).",
         "",
         "| collection | requests | volumes | balanced time | if the largest volume holds 10% |",
         "|---|---|---|---|---|",
     ]
-    workers = NODES * CORES_PER_NODE
     for name, (requests, volumes) in COLLECTIONS.items():
-        balanced = requests / (workers * per_task)
-        skewed = max(balanced, 0.10 * requests / per_task)
+        balanced = requests / (workers * rate)
+        skewed = max(balanced, 0.10 * requests / rate)
         lines.append(f"| {name} | {requests:,} | {volumes:,} | {_dur(balanced)} | {_dur(skewed)} |")
     return "\n".join(lines)
 
