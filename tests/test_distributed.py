@@ -302,3 +302,11 @@ def test_types_fit_a_dataset_loaded_whole(
     assert result.exit_code == 0, result.output
     whole = fit(_source("tpcc_small.disksim", traces), types=True).doc
     assert _without_timing(json.loads(out.read_text())) == _without_timing(whole)
+
+
+def test_show_describes_a_dataset(datasets: dict[str, Path]) -> None:
+    result = runner.invoke(app, ["show", str(datasets["tpcc_small.disksim"]), "--top", "3"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "6,999 requests, 16 streams, 77 partitions" in text
+    assert "Largest streams (top 3)" in text

@@ -499,14 +499,42 @@ def _report_fit(model, output: Path, types: bool) -> None:
 
 @app.command()
 def show(
-    model: Annotated[Path, typer.Argument(help="Model JSON.")],
+    model: Annotated[Path, typer.Argument(help="Model JSON, or a partitioned dataset.")],
     top: Annotated[int, typer.Option("--top", help="How many transitions to list.")] = 10,
 ) -> None:
-    """Print a model the way the paper reads: levels, transitions, weights, phases."""
+    """Print a model the way the paper reads: levels, transitions, weights, phases (or what a
+    partitioned dataset holds)."""
+    from .dataset import is_dataset
     from .model import Model
     from .show import render
 
+    if is_dataset(model):
+        _show_dataset(model, top)
+        return
     render(Model.load(model), console, top)
+
+
+def _show_dataset(path: Path, top: int) -> None:
+    """A partitioned dataset's manifest: totals and its largest streams."""
+    from .dataset import open_dataset
+
+    ds = open_dataset(path)
+    lengths = ds.stream_lengths()
+    parts: dict[int, int] = {}
+    for p in ds.partitions:
+        parts[p.stream] = parts.get(p.stream, 0) + 1
+    size = sum(ds.file(p).stat().st_size for p in ds.partitions if ds.file(p).exists())
+    console.print(
+        f"dataset {path}: {ds.requests:,} requests, {len(lengths):,} streams, "
+        f"{len(ds.partitions):,} partitions, {size / 2**20:,.1f} MiB, span "
+        f"{ds.span_ns / 1e9:,.3f} s, from {ds.meta.source} ({ds.meta.format})"
+    )
+    table = Table(title=f"Largest streams (top {top})")
+    for col in ("stream", "name", "requests", "partitions"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for sid, n in sorted(lengths.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+        table.add_row(str(sid), ds.meta.stream_name(sid), f"{n:,}", f"{parts[sid]:,}")
+    console.print(table)
 
 
 @app.command()
