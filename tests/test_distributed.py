@@ -310,3 +310,20 @@ def test_show_describes_a_dataset(datasets: dict[str, Path]) -> None:
     text = " ".join(result.output.split())
     assert "6,999 requests, 16 streams, 77 partitions" in text
     assert "Largest streams (top 3)" in text
+
+
+def test_empty_trace_makes_an_empty_dataset(tmp_path: Path) -> None:
+    import polars as pl
+
+    from iotwin.formats.base import CANONICAL_SCHEMA
+    from iotwin.trace import Trace, TraceMeta, write_trace
+
+    empty = Trace(pl.DataFrame(schema=CANONICAL_SCHEMA), TraceMeta(source="none", format="msr"))
+    write_trace(empty, tmp_path / "empty.parquet")
+    result = ingest_dataset(tmp_path / "empty.parquet", tmp_path / "empty.ds")
+    assert (result.requests, result.info["partitions"]) == (0, 0)
+    back = iotwin.load_trace(tmp_path / "empty.ds")
+    assert back.df.schema == pl.Schema(CANONICAL_SCHEMA)
+    with pytest.raises(IotwinError, match="cannot fit a model to an empty trace"):
+        fit_dataset(tmp_path / "empty.ds")
+    assert characterize_dataset(tmp_path / "empty.ds")["requests"] == 0

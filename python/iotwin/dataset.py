@@ -202,7 +202,8 @@ def write_dataset(
 
     source = pq.ParquetFile(trace_file)
     batches = (pl.from_arrow(b) for b in source.iter_batches(batch_size=READ_BATCH))
-    return write_batches(batches, read_meta(trace_file), out, partition_rows, partition_window_ns)
+    meta, columns = read_meta(trace_file), source.schema_arrow.names
+    return write_batches(batches, meta, out, partition_rows, partition_window_ns, columns)
 
 
 def write_batches(
@@ -211,6 +212,7 @@ def write_batches(
     out: Path,
     partition_rows: int | None = None,
     partition_window_ns: int | None = None,
+    columns: list[str] | None = None,
 ) -> Dataset:
     """Writes a canonical trace, given as time-ordered batches, as a dataset at `out`: by
     stream, then every `partition_rows` requests of a stream or at every
@@ -229,12 +231,11 @@ def write_batches(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         splitter = _Splitter(tmp, rows_cap, partition_window_ns)
-        columns: list[str] = []
         for batch in batches:
             columns = columns or batch.columns
             splitter.add(batch)
         splitter.close()
-        ds = splitter.dataset(tmp, meta, columns)
+        ds = splitter.dataset(tmp, meta, columns or list(_canonical_schema())[:5])
         (tmp / MANIFEST).write_text(json.dumps(ds.manifest(), indent=1) + "\n")
         os.chmod(tmp, 0o777 & ~_umask())
         _replace_dir(tmp, out)
