@@ -5,11 +5,12 @@ PIP    := $(PY) -m pip
 SHARED ?= $(abspath ../shared)
 RUST_SRC := $(shell find src -name '*.rs') Cargo.toml
 PY_SRC   := $(shell find python -name '*.py') pyproject.toml
-DEB_PKGS := strace sqlite3 postgresql fio blktrace
+DEB_PKGS := strace sqlite3 postgresql fio blktrace chromium
 
 .PHONY: setup sysdeps build test lint demo bench clean
 
-# Debian packages the tests drive for real (strace capture, SQLite, PostgreSQL, fio, blkparse).
+# Debian packages the tests drive for real (strace capture, SQLite, PostgreSQL, fio, blkparse,
+# and chromium, headless, for the report's browser test).
 # Installed when running as root on a machine that lacks them; otherwise just checked.
 sysdeps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -39,8 +40,8 @@ build: setup
 lint: setup
 	cargo fmt --check
 	cargo clippy --release -q -- -D warnings
-	$(VENV)/bin/ruff check python tests bench samples
-	$(VENV)/bin/ruff format --check python tests bench samples
+	$(VENV)/bin/ruff check python tests bench samples examples docs/gen_cli.py
+	$(VENV)/bin/ruff format --check python tests bench samples examples docs/gen_cli.py
 
 # pytest's exit code 5 (no tests collected) is a failure too.
 test: sysdeps setup lint
@@ -62,7 +63,12 @@ demo: setup
 	$(VENV)/bin/iotwin validate $(SAMPLE) $(OUT)/twin.parquet --json > $(OUT)/validation.json
 	$(VENV)/bin/iotwin run $(OUT)/model.json --target $(OUT)/target.img --duration 5 --json $(OUT)/run.json --record $(OUT)/run.parquet
 	@rm -f $(OUT)/target.img
-	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json, run.json, run.parquet"
+	$(VENV)/bin/iotwin whatif cache $(SAMPLE) --over hdd-7200 -o $(OUT)/whatif-cache.json
+	$(VENV)/bin/iotwin whatif intensity $(OUT)/model.json --device hdd-7200 -o $(OUT)/whatif-intensity.json
+	$(VENV)/bin/iotwin whatif defrag $(SAMPLE) -o $(OUT)/whatif-defrag.json
+	$(VENV)/bin/iotwin report $(SAMPLE) $(OUT) -o $(OUT)/report.html
+	@echo "results in $(OUT)/: characterize.json, model.json, twin.parquet, validation.json, run.json, run.parquet, whatif-*.json"
+	@echo "report: $(abspath $(OUT))/report.html (open it in a browser; it works offline)"
 
 clean:
 	rm -rf target $(VENV) out

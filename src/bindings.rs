@@ -1005,6 +1005,101 @@ fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+fn device_report_to_py<'py>(
+    py: Python<'py>,
+    r: &crate::sim::device::DeviceReport,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("busy_ns", r.busy_ns)?;
+    d.set_item("servers", r.servers)?;
+    d.set_item("cache_hits", r.cache_hits)?;
+    d.set_item("cache_misses", r.cache_misses)?;
+    d.set_item("writebacks", r.writebacks)?;
+    let parts = PyDict::new(py);
+    for (name, part) in &r.parts {
+        parts.set_item(name, device_report_to_py(py, part)?)?;
+    }
+    d.set_item("parts", parts)?;
+    Ok(d)
+}
+
+/// Simulates a trace on a device built from a JSON spec; see `sim::simulate`. Returns the
+/// counters and every response time (u64 bytes, trace order).
+#[pyfunction]
+#[pyo3(signature = (ts_ns, op, offset, size, device_json, seed, intensity))]
+#[allow(clippy::too_many_arguments)]
+fn simulate<'py>(
+    py: Python<'py>,
+    ts_ns: &Bound<'py, PyAny>,
+    op: &Bound<'py, PyAny>,
+    offset: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    device_json: &str,
+    seed: u64,
+    intensity: f64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec: serde_json::Value = serde_json::from_str(device_json)
+        .map_err(|e| PyValueError::new_err(format!("device spec is not JSON: {e}")))?;
+    let mut device = crate::sim::device::build(&spec, seed).map_err(PyValueError::new_err)?;
+    let bufs = (
+        PyBuffer::<i64>::get(ts_ns)?,
+        PyBuffer::<u8>::get(op)?,
+        PyBuffer::<u64>::get(offset)?,
+        PyBuffer::<u32>::get(size)?,
+    );
+    let (t, o, off, sz) = (
+        buffer_slice(&bufs.0)?,
+        buffer_slice(&bufs.1)?,
+        buffer_slice(&bufs.2)?,
+        buffer_slice(&bufs.3)?,
+    );
+    let res = py
+        .detach(|| crate::sim::simulate(device.as_mut(), t, o, off, sz, intensity))
+        .map_err(PyValueError::new_err)?;
+    let d = PyDict::new(py);
+    d.set_item("requests", res.requests)?;
+    d.set_item("arrival_span_ns", res.arrival_span_ns)?;
+    d.set_item("completion_span_ns", res.completion_span_ns)?;
+    d.set_item("response_ns", vec_bytes(py, &res.response_ns))?;
+    d.set_item("demand_ns", vec_bytes(py, &res.demand_ns))?;
+    d.set_item("device", device_report_to_py(py, &res.device)?)?;
+    Ok(d)
+}
+
+/// (name, about) of every device kind of the simulator, in registry order.
+#[pyfunction]
+fn device_kinds() -> Vec<(&'static str, &'static str)> {
+    crate::sim::device::DEVICE_KINDS
+        .iter()
+        .map(|k| (k.name, k.about))
+        .collect()
+}
+
+/// Runs a block stream (uint64 buffer) through a fresh cache policy without the GIL;
+/// returns (hits, misses). See `sim::cache`.
+#[pyfunction]
+fn cache_simulate(
+    py: Python<'_>,
+    blocks: &Bound<'_, PyAny>,
+    policy: &str,
+    capacity_blocks: usize,
+) -> PyResult<(u64, u64)> {
+    use crate::sim::cache::{make_policy, simulate};
+    let mut cache = make_policy(policy, capacity_blocks).map_err(PyValueError::new_err)?;
+    let buf = PyBuffer::<u64>::get(blocks)?;
+    let blocks = buffer_slice(&buf)?;
+    Ok(py.detach(|| simulate(cache.as_mut(), blocks)))
+}
+
+/// (name, about) of every cache policy, in registry order.
+#[pyfunction]
+fn cache_policies() -> Vec<(&'static str, &'static str)> {
+    crate::sim::cache::POLICIES
+        .iter()
+        .map(|p| (p.name, p.about))
+        .collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
@@ -1030,5 +1125,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;
     m.add_class::<EngineRun>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(device_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_policies, m)?)?;
     Ok(())
 }

@@ -9,4 +9,5 @@ pub mod columns;
 pub mod engine;
 pub mod model;
 pub mod readers;
+pub mod sim;
 pub mod stats;

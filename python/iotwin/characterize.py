@@ -154,6 +154,7 @@ def _finalise(
     streams.sort(key=lambda m: (-m["requests"], m["stream"]))
     out.update(
         {
+            "kind": "characterization",  # how `iotwin report` recognises the JSON
             "timed": timed,
             "capacity_bytes": c["capacity"],
             "capacity_known": bool(trace.meta.capacity),

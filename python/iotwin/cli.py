@@ -850,6 +850,43 @@ def replay(
     )  # fmt: skip
 
 
+@app.command()
+def report(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Traces, model, validation/run/what-if JSON, or directories holding them "
+            "(recognised by content).",
+            metavar="INPUT",
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The HTML report to write (self-contained).")
+    ] = Path("report.html"),
+    title: Annotated[str | None, typer.Option("--title", help="The page's title.")] = None,
+) -> None:
+    """One self-contained HTML report: paper-style tables and figures of every input."""
+    from .report import build_report
+
+    with err_console.status("building the report ...") as status:
+        result = build_report(
+            inputs, output, title, progress=lambda name: status.update(f"rendering {name} ...")
+        )
+    for line in result.skipped:
+        err_console.print(f"[yellow]skipped[/yellow] {line}", highlight=False)
+    for line in result.unknown_kinds:
+        err_console.print(
+            f"[yellow]no report section for[/yellow] {line} (listed under Inputs only)",
+            highlight=False,
+        )
+    console.print(
+        f"[green]wrote[/green] {result.output}: {len(result.sections)} sections "
+        f"({', '.join(result.sections)})",
+        highlight=False,
+    )
+    console.print(f"open file://{result.output.resolve()}", highlight=False, soft_wrap=True)
+
+
 export_app = typer.Typer(help="Export a model or trace for other tools.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
 
@@ -889,6 +926,13 @@ def export_fio_iolog(
         f"[green]wrote[/green] {output}: {df.height:,} requests for a {target:,}-byte target "
         f"(fio --read_iolog={output} --replay_redirect=TARGET)"
     )
+
+
+from .whatif.cli import sim as _sim  # noqa: E402
+from .whatif.cli import whatif_app  # noqa: E402
+
+app.command("sim")(_sim)
+app.add_typer(whatif_app, name="whatif")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

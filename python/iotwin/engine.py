@@ -645,8 +645,8 @@ def record_trace(result: dict[str, Any], space: str = "source") -> Trace:
 
 
 def result_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The result without the raw record buffers."""
-    return {k: v for k, v in result.items() if k != "record"}
+    """The result without the raw record buffers; "kind" lets `iotwin report` recognise it."""
+    return {"kind": "run", **{k: v for k, v in result.items() if k != "record"}}
 
 
 # -- fio export ------------------------------------------------------------------------------

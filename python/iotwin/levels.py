@@ -9,6 +9,7 @@ paper's rule with a measured score.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 from .model import Model, fit
 from .trace import Trace
@@ -28,22 +29,36 @@ class LevelPoint:
 
 
 def sweep(
-    trace: Trace, fanout: int = 4, seed: int = 0, max_levels: int = MAX_LEVELS, **fit_args
+    trace: Trace,
+    fanout: int = 4,
+    seed: int = 0,
+    max_levels: int = MAX_LEVELS,
+    full: bool = False,
+    **fit_args,
 ) -> tuple[int, list[LevelPoint]]:
-    """(chosen levels, the sweep up to one level past the choice)."""
+    """(chosen levels, the sweep up to one level past the choice, or every level up to
+    `max_levels` when `full`: the choice is the same either way)."""
     points: list[LevelPoint] = []
     for levels in range(1, max_levels + 1):
-        model = fit(trace, levels=levels, fanout=fanout, **fit_args)
-        twin = model.synth(requests=trace.df.height, seed=seed)
-        report = validate(trace, twin, per_stream=False)
-        points.append(
-            LevelPoint(
-                levels, report["score"], model.transition_count, len(report["failed"]), model
-            )
-        )
-        if len(points) >= 2:
-            prev, cur = points[-2].score, points[-1].score
-            if abs(cur - prev) <= STABLE * max(abs(prev), 1e-9):
-                return points[-2].levels, points
-    best = max(points, key=lambda p: p.score)
-    return best.levels, points
+        points.append(level_point(trace, levels, fanout, seed, **fit_args))
+        chosen = first_stable(points)
+        if chosen is not None and not full:
+            return chosen, points
+    chosen = first_stable(points)
+    return chosen if chosen is not None else max(points, key=lambda p: p.score).levels, points
+
+
+def level_point(trace: Trace, levels: int, fanout: int, seed: int, **fit_args) -> LevelPoint:
+    """The model fitted at `levels` and the fidelity score of its twin."""
+    model = fit(trace, levels=levels, fanout=fanout, **fit_args)
+    twin = model.synth(requests=trace.df.height, seed=seed)
+    report = validate(trace, twin, per_stream=False)
+    return LevelPoint(levels, report["score"], model.transition_count, len(report["failed"]), model)
+
+
+def first_stable(points: list[LevelPoint]) -> int | None:
+    """The first level after which the score changes by at most STABLE, if any."""
+    for prev, cur in pairwise(points):
+        if abs(cur.score - prev.score) <= STABLE * max(abs(prev.score), 1e-9):
+            return prev.levels
+    return None

@@ -24,7 +24,7 @@ from .errors import IotwinError
 from .formats.base import frame_from_columns
 from .layout import on_virtual_device
 from .source import atomic_output
-from .trace import Trace, TraceMeta
+from .trace import Trace, TraceMeta, coarse_clock_ns
 
 MODEL_VERSION = 1
 DEFAULT_WINDOW_NS = 30 * 60 * 10**9
@@ -120,6 +120,9 @@ class Model:
             baseline == "uniform",
         )
         df = frame_from_columns(cols)
+        tick = int(self.doc.get("source", {}).get("clock_ns") or 0)
+        if tick:  # the twin keeps the original's coarse clock (see trace.coarse_clock_ns)
+            df = df.with_columns((pl.col("ts_ns") // tick * tick).alias("ts_ns"))
         names = {s["id"]: s.get("name", f"stream {s['id']}") for s in doc["streams"]}
         source = self.doc.get("source", {})
         meta = TraceMeta(
@@ -212,6 +215,9 @@ def describe(
         "timed": meta.timed,
         "capacity_known": meta.capacity is not None,
     }
+    tick = coarse_clock_ns(trace.numpy("ts_ns", np.int64)) if trace.meta.timed else None
+    if tick is not None:
+        doc["source"]["clock_ns"] = tick
     if layout is not None:
         doc["files"] = layout
     doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}

@@ -84,6 +84,21 @@ class Trace:
         return int(self.df.select(end).item())
 
 
+# A clock this coarse (or coarser) that stamps many requests alike is a coarse clock.
+COARSE_TICK_NS = 1_000_000
+
+
+def coarse_clock_ns(ts: np.ndarray) -> int | None:
+    """The tick of a coarse trace clock (Tencent stamps whole seconds): every time a multiple
+    of a tick of at least 1 ms, and at least 1% of requests sharing a stamp; else None."""
+    if len(ts) < 2:
+        return None
+    tick = int(np.gcd.reduce(ts - ts[0]))
+    if tick < COARSE_TICK_NS or np.count_nonzero(np.diff(ts) == 0) < len(ts) // 100:
+        return None
+    return tick
+
+
 def is_canonical_parquet(path: str | Path) -> bool:
     """True for a Parquet file written by iotwin (it has the iotwin.version key)."""
     try:

@@ -108,6 +108,7 @@ def validate(
     if per_stream:
         streams = stream_metrics(original, synthetic, tol)
     report = {
+        "kind": "validation",  # how `iotwin report` recognises the JSON
         "metrics": {m.name: m.as_dict() for m in metrics},
         "streams": streams,
         "tolerances": tol,

@@ -1,0 +1,31 @@
+"""Figures for the terminal commands' `--plot FILE` (PNG, SVG or PDF by the file's suffix),
+drawn with matplotlib's Agg backend so no display is needed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import IotwinError
+from .source import atomic_output
+
+SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def save_figure(draw: Callable, path: str | Path) -> None:
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise IotwinError(f"--plot {path}: use a .png, .svg or .pdf file name")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    try:
+        draw(ax)
+        ax.grid(alpha=0.3)
+        with atomic_output(path) as tmp:
+            fig.savefig(tmp, format=path.suffix[1:].lower(), dpi=120)
+    finally:
+        plt.close(fig)

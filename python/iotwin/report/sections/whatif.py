@@ -1,0 +1,42 @@
+"""Shared by the what-if sections: one section per what-if JSON kind (docs/report.md gives
+each kind's shape), checked when the report loads so a wrong file gets a clear error."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ...errors import IotwinError
+from ..inputs import Bundle, Input
+from .base import Section
+
+
+def need(doc: Any, path: str, where: str, keys: tuple[str, ...]) -> None:
+    """Raise naming the file and field when `doc` lacks one of `keys`."""
+    if not isinstance(doc, dict):
+        raise IotwinError(f"{path}: field '{where}': expected an object")
+    for key in keys:
+        if key not in doc:
+            field = f"{where}.{key}" if where else key
+            raise IotwinError(f"{path}: field '{field}': missing")
+
+
+def numbers(values: Any, path: str, field: str, length: int | None = None) -> list[float]:
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    ):
+        raise IotwinError(f"{path}: field '{field}': expected a list of numbers")
+    if length is not None and len(values) != length:
+        raise IotwinError(f"{path}: field '{field}': {len(values)} values, expected {length}")
+    return [float(v) for v in values]
+
+
+class WhatIfSection(Section):
+    """A section for every input of one JSON kind (the what-ifs, `sim`), checked on load."""
+
+    kind: ClassVar[str]
+
+    def applies(self, bundle: Bundle) -> bool:
+        return bool(bundle.all(self.kind))
+
+    def check(self, item: Input) -> None:
+        raise NotImplementedError

@@ -1,0 +1,69 @@
+"""What-if: SSD cache size (seed 000, Figure 7). Expected JSON (docs/report.md):
+{"kind": "whatif-cache", "device": str, "sizes": [bytes, ...],
+ "curves": {"original": [speedup, ...], "twin": [...], "uniform": [...]}}
+Each curve has one speedup (over no cache) per size; any of the three may be absent."""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from ...errors import IotwinError
+from ..figures import COLORS, bytes_label, figure, to_svg
+from ..inputs import Bundle, Input
+from .base import figure_block, table
+from .whatif import WhatIfSection, need, numbers
+
+CURVES = ("original", "twin", "uniform")
+
+
+def cache_svg(sizes: list[float], curves: dict[str, list[float]], device: str) -> str:
+    from matplotlib.ticker import FuncFormatter
+
+    styles = {"original": "o-", "twin": "s--", "uniform": "^:"}
+    with figure(width=8.4, height=3.0) as (fig, ax):
+        positions = list(range(len(sizes)))
+        for name in CURVES:
+            if name in curves:
+                ax.plot(positions, curves[name], styles[name], color=COLORS[name], label=name)
+        ax.set_xticks(positions)
+        ax.set_xticklabels([bytes_label(s) for s in sizes])
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}x"))
+        ax.set_xlabel(f"SSD cache size over {device}")
+        ax.set_ylabel("speedup over no cache")
+        ax.legend(loc="upper left")
+        return to_svg(fig, "cache speedup")
+
+
+class WhatIfCache(WhatIfSection):
+    kind = "whatif-cache"
+    id = "whatif-cache"
+    title = "What-if: SSD cache size"
+    caption = (
+        "Simulated speedup over the device without a cache, per cache size, for the original "
+        "trace, the twin and the uniform baseline (seed 000, Figure 7)."
+    )
+
+    def check(self, item: Input) -> None:
+        doc, path = item.data, str(item.path)
+        need(doc, path, "", ("device", "sizes", "curves"))
+        sizes = numbers(doc["sizes"], path, "sizes")
+        need(doc["curves"], path, "curves", ())
+        if not doc["curves"]:
+            raise IotwinError(f"{path}: field 'curves': no curve (expected {', '.join(CURVES)})")
+        for name, values in doc["curves"].items():
+            numbers(values, path, f"curves.{name}", len(sizes))
+
+    def render(self, bundle: Bundle) -> Markup:
+        parts = []
+        for item in bundle.all(self.kind):
+            doc = item.data
+            curves = {k: [float(v) for v in vs] for k, vs in doc["curves"].items()}
+            sizes = [float(s) for s in doc["sizes"]]
+            parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
+            parts.append(figure_block(cache_svg(sizes, curves, str(doc["device"]))))
+            rows = [
+                (bytes_label(s), *(f"{curves[n][i]:.2f}x" for n in curves))
+                for i, s in enumerate(sizes)
+            ]
+            parts.append(table(("cache size", *curves), rows, css="compact"))
+        return Markup("").join(parts)

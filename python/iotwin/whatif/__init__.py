@@ -1,0 +1,92 @@
+"""What-if studies on the simulator (seed 000 sections III.D.3, IV.D, V; seed 001 section 6):
+one module per study, each with a function returning a JSON-ready dict (its `kind` names the
+study, so `iotwin report` can render it) and a `render` for the terminal.
+
+Shared here: loading a workload given as a trace or a model, and making the trace's twin and
+its uniform (IOMeter-like) baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import IotwinError
+from ..model import Model, fit
+from ..sim import SimResult, arrival_times, peak_load, placed, simulate
+from ..trace import Trace
+
+# The auto intensity keeps the original's device at most this busy in its busiest second
+# (what iostat's %util would show), so response times compare service, not runaway queues.
+PEAK_UTILISATION = 0.7
+PEAK_WINDOW_NS = 1_000_000_000
+
+
+@dataclass
+class Workload:
+    """What a study runs: the original trace (None when given a model) and its model."""
+
+    name: str
+    original: Trace | None
+    model: Model
+
+    def twin(self, seed: int = 0) -> Trace:
+        requests = len(self.original) if self.original is not None else None
+        return placed(self.model.synth(requests=requests, seed=seed))
+
+    def uniform(self, seed: int = 0) -> Trace:
+        requests = len(self.original) if self.original is not None else None
+        return placed(self.model.synth(requests=requests, seed=seed, baseline="uniform"))
+
+    def reference(self, seed: int = 0) -> Trace:
+        """The original when there is one, else the model's twin."""
+        return placed(self.original) if self.original is not None else self.twin(seed)
+
+
+def is_model_file(path: Path) -> bool:
+    return path.suffix.lower() == ".json"
+
+
+def load_workload(path: Path, trace_loader, levels: int | str | None = None) -> Workload:
+    """A model file as it is, or a trace fitted with default settings (or `levels`)."""
+    if is_model_file(path):
+        return Workload(path.name, None, Model.load(path))
+    trace = trace_loader(path)
+    if len(trace) == 0:
+        raise IotwinError(f"{path}: the trace has no requests")
+    model = fit(trace) if levels is None else fit(trace, levels=int(levels))
+    return Workload(path.name, trace, model)
+
+
+def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:
+    """The highest intensity, at most 1, at which `trace` keeps `device` at most
+    PEAK_UTILISATION busy in every second (bisection on the measured per-request demands)."""
+    probe = simulate(trace, device, 1.0, seed)
+    ts, _ = arrival_times(placed(trace))
+    if peak_load(probe, ts, 1.0, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if peak_load(probe, ts, mid, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0.0:
+        raise IotwinError(
+            "no intensity keeps the device under its peak load (a single request is too long?)"
+        )
+    return float(f"{lo:.3g}")
+
+
+def parse_list(text: str, what: str, convert) -> list:
+    try:
+        values = [convert(v.strip()) for v in text.split(",") if v.strip()]
+    except (ValueError, IotwinError) as exc:
+        raise IotwinError(f"{what} '{text}': {exc}") from None
+    if not values:
+        raise IotwinError(f"{what} '{text}': give a comma-separated list")
+    return values
+
+
+__all__ = ["SimResult", "Workload", "auto_intensity", "load_workload", "parse_list"]

@@ -1,0 +1,175 @@
+"""`whatif cache`: storage speedup of an SSD cache of growing size over an HDD (seed 000
+section V.A, Figure 7, Table VII), for the original trace, its synthetic twin and the uniform
+baseline side by side. The twin should follow the original; the baseline, without locality,
+should not (that is the point of modelling locality)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ..devices import describe, resolve, tiered
+from ..sim import simulate, speedup
+from ..trace import Trace
+from . import Workload, auto_intensity
+
+# Cache sizes when none are given: these fractions of the workload's footprint.
+AUTO_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 1.0)
+BLOCK = 4096
+
+
+def footprint_bytes(trace: Trace) -> int:
+    """Bytes of the distinct 4 KiB blocks the trace touches."""
+    off = trace.numpy("offset", np.uint64)
+    end = off + trace.numpy("size", np.uint32).astype(np.uint64)
+    first, last = off // BLOCK, np.maximum(end, off + 1) // BLOCK
+    last = np.where(end % BLOCK == 0, last - 1, last)
+    last = np.maximum(last, first)
+    # distinct blocks over all intervals: sort intervals and merge
+    order = np.argsort(first, kind="stable")
+    lo, hi = first[order], last[order]
+    reach = np.maximum.accumulate(hi)
+    starts = np.concatenate(([True], lo[1:] > reach[:-1]))
+    group = np.cumsum(starts) - 1
+    seg_lo = lo[starts]
+    seg_hi = np.zeros(len(seg_lo), dtype=np.uint64)
+    np.maximum.at(seg_hi, group, hi)
+    return int((seg_hi - seg_lo + 1).sum()) * BLOCK
+
+
+def auto_sizes(trace: Trace) -> list[int]:
+    fp = footprint_bytes(trace)
+    return sorted({int(fp * f) // BLOCK * BLOCK for f in AUTO_FRACTIONS})
+
+
+def curve(
+    trace: Trace, sizes: list[int], stack: dict[str, Any], intensity: float, seed: int, tick
+) -> list[dict[str, Any]]:
+    """Speedup at each cache size over the bare HDD, same arrivals."""
+    base = simulate(trace, stack["over"], intensity, seed)
+    tick()
+    points = []
+    for size in sizes:
+        if size == 0:
+            r, s = base, {"speedup": 1.0, "busy_ratio": 1.0}
+        else:
+            r = simulate(trace, tiered(size, **stack), intensity, seed)
+            s = speedup(base, r)
+        tick()
+        points.append(
+            {
+                "size": size,
+                **s,
+                "mean_ms": r.mean_ms,
+                "p95_ms": r.percentile_ms(95),
+                "hit_ratio": r.cache_hit_ratio,
+            }
+        )
+    return points
+
+
+def study(
+    w: Workload,
+    sizes: list[int] | None,
+    over: str = "hdd-7200",
+    ssd: str = "ssd-sata",
+    policy: str = "lru",
+    write: str = "back",
+    intensity: float | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    variants = {"twin": w.twin(seed), "uniform": w.uniform(seed)}
+    if w.original is not None:
+        variants = {"original": w.reference(seed), **variants}
+    reference = next(iter(variants.values()))
+    hdd = resolve(over)
+    if intensity is None:
+        intensity = auto_intensity(reference, hdd, seed)
+    sizes = auto_sizes(reference) if sizes is None else sorted(set(sizes))
+    stack = {"over": over, "ssd": ssd, "policy": policy, "write": write}
+    task = (
+        progress.add_task("simulating", total=len(variants) * (len(sizes) + 1))
+        if progress
+        else None
+    )
+
+    def tick() -> None:
+        if progress is not None:
+            progress.advance(task)
+
+    curves = {name: curve(t, sizes, stack, intensity, seed, tick) for name, t in variants.items()}
+    result: dict[str, Any] = {
+        "kind": "whatif-cache",
+        "workload": w.name,
+        "device": describe(hdd),
+        "cache": f"{ssd} {policy} write-{write}",
+        "intensity": intensity,
+        "footprint_bytes": footprint_bytes(reference),
+        "sizes": sizes,
+        "curves": {name: [p["speedup"] for p in pts] for name, pts in curves.items()},
+        "points": curves,
+    }
+    if "original" in curves:
+        result["twin_max_error"] = max_error(curves["original"], curves["twin"])
+        result["uniform_max_error"] = max_error(curves["original"], curves["uniform"])
+    return result
+
+
+def max_error(reference: list[dict[str, Any]], other: list[dict[str, Any]]) -> float:
+    """The largest absolute speedup difference over the sizes."""
+    return max(abs(a["speedup"] - b["speedup"]) for a, b in zip(reference, other, strict=True))
+
+
+def render(r: dict[str, Any], console: Console) -> None:
+    names = list(r["curves"])
+    t = Table(
+        title=f"SSD cache speedup over {r['device']} ({r['cache']}, intensity {r['intensity']:.3g}x)"
+    )
+    t.add_column("cache size", justify="right")
+    for name in names:
+        t.add_column(f"{name} speedup", justify="right")
+        t.add_column("hit ratio", justify="right", style="dim")
+    for i, size in enumerate(r["sizes"]):
+        row = [human_bytes(size)]
+        for name in names:
+            p = r["points"][name][i]
+            row += [
+                f"{p['speedup']:.3f}",
+                "-" if p["hit_ratio"] is None else f"{p['hit_ratio']:.1%}",
+            ]
+        t.add_row(*row)
+    console.print(t)
+    console.print(f"footprint {human_bytes(r['footprint_bytes'])}")
+    if "twin_max_error" in r:
+        console.print(
+            f"largest speedup difference from the original: twin {r['twin_max_error']:.3f}, "
+            f"uniform baseline {r['uniform_max_error']:.3f}"
+        )
+
+
+def plot(r: dict[str, Any], path) -> None:
+    """Speedup against cache size, one line per workload (seed 000 Figure 7)."""
+    from ..figures import save_figure
+
+    def draw(ax) -> None:
+        gib = [s / 2**30 for s in r["sizes"]]
+        for name, ys in r["curves"].items():
+            ax.plot(gib, ys, marker="o", label=name)
+        ax.set_xlabel("SSD cache size (GiB)")
+        ax.set_ylabel("storage speedup")
+        ax.set_title(f"SSD cache over {r['device']}")
+        ax.legend()
+
+    save_figure(draw, path)
+
+
+def human_bytes(n: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"

@@ -1,0 +1,137 @@
+"""How much model detail is enough (seed 000 Figure 6): for levels 1..max, the twin fitted at
+that level is simulated beside the original on one device at one intensity, and its mean
+and p95 response times compared with the original's.
+
+The fits, twins and fidelity scores come from `levels.sweep` (full curve), so the level it
+chooses is the one `iotwin fit --levels auto` chooses; the study adds the response-time view
+and names the smallest level whose mean response is within 5% of the original's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..devices import describe, resolve
+from ..errors import IotwinError
+from ..levels import MAX_LEVELS, sweep
+from ..model import ShortTraceWarning
+from ..sim import placed, simulate
+from ..trace import Trace
+from . import auto_intensity
+
+KIND = "whatif-levels"
+WITHIN = 0.05  # the mean-response bar of the issue (twin within 5% of the original)
+
+
+def relative_error(twin: float, original: float) -> float:
+    """Signed relative difference of the twin against the original (0.1 = 10% higher)."""
+    return twin / original - 1.0 if original else 0.0
+
+
+def study(
+    trace: Trace,
+    device: str | dict[str, Any] = "hdd-7200",
+    max_levels: int = MAX_LEVELS,
+    intensity: float | None = None,
+    seed: int = 0,
+    fanout: int = 4,
+) -> dict[str, Any]:
+    """The levels study of `trace` on `device` (intensity None: auto on the original)."""
+    if not 1 <= max_levels <= MAX_LEVELS:
+        raise IotwinError(f"--max-levels {max_levels}: expected 1 to {MAX_LEVELS}")
+    if len(trace) == 0:
+        raise IotwinError(f"{trace.meta.source}: the trace has no requests")
+    spec = resolve(device)
+    original = placed(trace)
+    scale = intensity if intensity is not None else auto_intensity(original, spec, seed)
+    base = simulate(original, spec, scale, seed)
+    with warnings.catch_warnings():
+        # the sweep goes past the levels a short trace can fill on purpose
+        warnings.simplefilter("ignore", ShortTraceWarning)
+        chosen, sweep_points = sweep(trace, fanout, seed, max_levels, full=True)
+    points = []
+    for p in sweep_points:
+        twin = simulate(placed(p.model.synth(requests=len(trace), seed=seed)), spec, scale, seed)
+        p95 = twin.percentile_ms(95)
+        points.append(
+            {
+                "levels": p.levels,
+                "mean_ms": twin.mean_ms,
+                "p95_ms": p95,
+                "mean_error": relative_error(twin.mean_ms, base.mean_ms),
+                "p95_error": relative_error(p95, base.percentile_ms(95)),
+                "transitions": p.transitions,
+                "score": p.score,
+                "utilisation": twin.utilisation,
+            }
+        )
+    within = next((p["levels"] for p in points if abs(p["mean_error"]) <= WITHIN), None)
+    return {
+        "kind": KIND,
+        "workload": trace.meta.source,
+        "device": describe(spec),
+        "intensity": scale,
+        "seed": seed,
+        "original": {
+            "mean_ms": base.mean_ms,
+            "p95_ms": base.percentile_ms(95),
+            "utilisation": base.utilisation,
+        },
+        "points": points,
+        "chosen": chosen,
+        "within_5pct": within,
+    }
+
+
+def render(r: dict[str, Any], console: Console) -> None:
+    o = r["original"]
+    t = Table(
+        title=f"{r['workload']} on {r['device']} at intensity {r['intensity']:.4g}x: original "
+        f"mean {o['mean_ms']:.3f} ms, p95 {o['p95_ms']:.3f} ms ({o['utilisation']:.1%} busy)",
+        title_justify="left",
+    )
+    for c in ("levels", "transitions", "score", "mean ms", "mean error", "p95 ms", "p95 error"):
+        t.add_column(c, justify="right")
+    for p in r["points"]:
+        t.add_row(
+            f"{p['levels']}{' *' if p['levels'] == r['chosen'] else ''}",
+            f"{p['transitions']:,}",
+            f"{p['score']:.3f}",
+            f"{p['mean_ms']:.3f}",
+            f"{p['mean_error']:+.1%}",
+            f"{p['p95_ms']:.3f}",
+            f"{p['p95_error']:+.1%}",
+            style="bold green" if p["levels"] == r["chosen"] else None,
+        )
+    console.print(t)
+    within = r["within_5pct"]
+    console.print(
+        f"* chosen by fidelity score: {r['chosen']} levels; smallest level with mean response "
+        + (f"within 5%: {within}" if within is not None else "within 5%: none")
+    )
+
+
+def plot(r: dict[str, Any], path) -> None:
+    """Mean and p95 response of the twin per level against the original's (seed 000 Figure 6)."""
+    from ..figures import save_figure
+
+    def draw(ax) -> None:
+        levels = [p["levels"] for p in r["points"]]
+        for key, label, colour in (("mean_ms", "mean", "tab:blue"), ("p95_ms", "p95", "tab:red")):
+            ax.plot(levels, [p[key] for p in r["points"]], marker="o", color=colour,
+                    label=f"twin {label}")  # fmt: skip
+            ax.axhline(r["original"][key], linestyle=":", color=colour, label=f"original {label}")
+        ax.axvline(r["chosen"], color="grey", alpha=0.5, label=f"chosen ({r['chosen']} levels)")
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(levels)
+        ax.set_xlabel("model levels")
+        ax.set_ylabel("response time (ms)")
+        ax.set_title(f"{Path(r['workload']).name} on {r['device']} at {r['intensity']:.3g}x")
+        ax.legend(fontsize="small")
+
+    save_figure(draw, path)

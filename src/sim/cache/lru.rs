@@ -1,0 +1,90 @@
+//! LRU: a hit moves the block to the head of one list; a miss on a full cache reuses the
+//! tail's slot for the new block.
+
+use super::list::{List, Slab};
+use super::{block_map, CachePolicy};
+use rustc_hash::FxHashMap;
+
+pub struct Lru {
+    capacity: usize,
+    map: FxHashMap<u64, u32>,
+    slab: Slab,
+    list: List,
+}
+
+impl Lru {
+    pub fn new(capacity: usize) -> Self {
+        Lru {
+            capacity,
+            map: block_map(capacity),
+            slab: Slab::with_capacity(capacity),
+            list: List::new(),
+        }
+    }
+}
+
+impl CachePolicy for Lru {
+    fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
+        if let Some(&i) = self.map.get(&block) {
+            self.slab.move_to_head(&mut self.list, i);
+            return true;
+        }
+        if self.capacity == 0 {
+            return false;
+        }
+        let i = if self.list.len == self.capacity {
+            let t = self.slab.pop_tail(&mut self.list);
+            let old = self.slab.block(t);
+            self.map.remove(&old);
+            evicted.push(old);
+            self.slab.nodes[t as usize].block = block;
+            t
+        } else {
+            self.slab.alloc(block)
+        };
+        self.slab.push_head(&mut self.list, i);
+        self.map.insert(block, i);
+        false
+    }
+
+    fn len(&self) -> usize {
+        self.list.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{check_invariants, pattern, play};
+    use super::*;
+
+    #[test]
+    fn hand_computed() {
+        // capacity 3: a b c a d b e a -> d evicts b (LRU), b evicts c, e evicts a, a evicts d
+        let (a, b, c, d, e) = (1, 2, 3, 4, 5);
+        let mut p = Lru::new(3);
+        let (hits, ev) = play(&mut p, &[a, b, c, a, d, b, e, a]);
+        assert_eq!(hits, pattern("MMMH MMMM"));
+        assert_eq!(ev[4], vec![b]);
+        assert_eq!(ev[5], vec![c]);
+        assert_eq!(ev[6], vec![a]);
+        assert_eq!(ev[7], vec![d]);
+        assert_eq!(p.len(), 3);
+    }
+
+    #[test]
+    fn capacity_one_keeps_only_the_last_block() {
+        let mut p = Lru::new(1);
+        let (hits, ev) = play(&mut p, &[7, 7, 8, 7, 7]);
+        assert_eq!(hits, pattern("MHMMH"));
+        assert_eq!(ev, vec![vec![], vec![], vec![7], vec![8], vec![]]);
+    }
+
+    #[test]
+    fn invariants() {
+        check_invariants("lru");
+    }
+}

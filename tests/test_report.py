@@ -1,0 +1,356 @@
+"""`iotwin report`: inputs recognised by content, every section rendered from real inputs
+(the embedded pgbench sample, its fitted model, twin, validation and a timed run), what-if
+sections from hand-made JSON of the documented shapes, and the page in headless Chromium."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from browser import Browser
+from typer.testing import CliRunner
+
+from iotwin.characterize import characterize
+from iotwin.cli import app
+from iotwin.errors import IotwinError
+from iotwin.model import fit
+from iotwin.report import build_report
+from iotwin.report.inputs import json_kind, load_inputs
+from iotwin.report.sections import SECTIONS, WHATIF_SECTIONS
+from iotwin.report.sections.distributions import cdf
+from iotwin.report.sections.fluctuation import window_rates
+from iotwin.report.sections.mrc import cache_blocks, curves
+from iotwin.report.sections.runs import binned
+from iotwin.trace import Trace, TraceMeta, read_parquet_trace, write_trace
+from iotwin.validate import validate
+
+runner = CliRunner()
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "samples" / "pgbench.parquet"
+ARTIFACTS = Path(os.environ.get("IOTWIN_ARTIFACTS", ROOT / "out" / "test-artifacts"))
+CORE_SECTIONS = [
+    "inputs", "characterization", "validation", "locality", "fluctuation", "distributions",
+    "mrc", "levels", "runs",
+]  # fmt: skip
+WHATIF = {
+    "whatif-cache": {
+        "kind": "whatif-cache",
+        "device": "hdd-7200",
+        "sizes": [0, 8 << 30, 16 << 30, 32 << 30],
+        "curves": {
+            "original": [1.0, 2.5, 3.125, 3.25],
+            "twin": [1.0, 2.375, 3.0, 3.25],
+            "uniform": [1.0, 1.25, 1.5, 1.75],
+        },
+    },
+    "whatif-intensity": {
+        "kind": "whatif-intensity",
+        "device": "hdd-7200",
+        "points": [
+            {
+                "scale": s,
+                "offered_iops": 100.0 * s,
+                "completed_iops": min(100.0 * s, 420.0),
+                "mean_ms": m,
+                "p95_ms": 2.5 * m,
+                "utilisation": min(s / 4.2, 1.0),
+            }
+            for s, m in ((1, 4.0), (2, 5.5), (4, 11.0), (8, 240.0))
+        ],
+        "saturation_scale": 4.2,
+    },
+    "whatif-defrag": {
+        "kind": "whatif-defrag",
+        "device": "hdd-7200",
+        "before": {"sequential_fraction": 0.125, "mean_ms": 8.5},
+        "after": {"sequential_fraction": 0.75, "mean_ms": 3.4},
+        "speedup": 2.5,
+    },
+}
+SIM = {
+    "kind": "sim", "workload": "pgbench.parquet", "of": "original", "device": "hdd-7200",
+    "intensity": 2.0, "requests": 37083, "offered_iops": None, "completed_iops": 512.5,
+    "mean_ms": 12.25, "p50_ms": 8.0, "p95_ms": 30.5, "p99_ms": 61.0, "max_ms": 140.0,
+    "utilisation": 0.875, "cache_hit_ratio": None,
+}  # fmt: skip
+
+
+def section_ids(html: str) -> list[str]:
+    return re.findall(r'<section id="([^"]+)"', html)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory as `make demo` leaves it: characterization, model (with its level sweep),
+    twin, validation and a short timed run of the embedded sample."""
+    out = tmp_path_factory.mktemp("report-inputs")
+    original = read_parquet_trace(SAMPLE)
+    (out / "characterize.json").write_text(json.dumps(characterize(original)))
+    model = fit(original, levels=2)
+    model.doc["fit"]["level_sweep"] = [
+        {"levels": 1, "score": 0.5, "transitions": 73},
+        {"levels": 2, "score": 0.7, "transitions": 182},
+        {"levels": 3, "score": 0.69, "transitions": 375},
+    ]
+    model.save(out / "model.json")
+    twin = model.synth(seed=1)
+    write_trace(twin, out / "twin.parquet")
+    (out / "validation.json").write_text(json.dumps(validate(original, twin)))
+    result = CliRunner().invoke(
+        app,
+        ["run", str(out / "model.json"), "--target", str(out / "target.img"), "--requests",
+         "2000", "--intensity", "4", "--size", "64M", "--json", str(out / "run.json")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (out / "target.img").unlink()
+    return out
+
+
+@pytest.fixture(scope="module")
+def whatif_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("whatif")
+    for kind, doc in WHATIF.items():
+        (out / f"{kind}.json").write_text(json.dumps(doc))
+    (out / "sim.json").write_text(json.dumps(SIM))
+    return out
+
+
+def test_inputs_are_recognised_by_content(inputs: Path, tmp_path: Path) -> None:
+    bundle = load_inputs([SAMPLE, inputs])
+    kinds = {i.path.name: i.kind for i in bundle.inputs}
+    assert kinds == {
+        "pgbench.parquet": "trace",
+        "characterize.json": "characterization",
+        "model.json": "model",
+        "twin.parquet": "twin",
+        "validation.json": "validation",
+        "run.json": "run",
+    }
+    # files written before the "kind" field are still recognised by their keys
+    for name, kind in (("characterize.json", "characterization"), ("validation.json",
+                       "validation"), ("run.json", "run")):  # fmt: skip
+        doc = json.loads((inputs / name).read_text())
+        assert doc.pop("kind") == kind
+        assert json_kind(doc) == kind
+    assert json_kind({"speedup": 2}) is None
+
+
+def test_report_holds_every_section_with_real_values(inputs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = build_report([SAMPLE, inputs], out)
+    html = out.read_text()
+    assert section_ids(html) == CORE_SECTIONS == result.sections
+    # self-contained: no external scripts, styles or images
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert html.count('<svg role="img"') == 6  # locality, fluctuation, sizes, mrc, levels, run
+    char = json.loads((inputs / "characterize.json").read_text())
+    assert f"{char['requests']:,}" in html and char["requests"] == 37083
+    report = json.loads((inputs / "validation.json").read_text())
+    assert f"<b>{report['score']:.3f}</b>" in html
+    assert html.count('class="badge fail"') == len(report["failed"]) + (not report["passed"])
+    run = json.loads((inputs / "run.json").read_text())
+    assert run["total"]["requests"] == 2000 and "2,000 requests in" in html
+    chosen = '<td class="">2</td><td class="num">0.700</td><td class="num">182</td><td class="num">chosen'
+    assert chosen in html
+
+
+def test_same_inputs_same_bytes(inputs: Path, tmp_path: Path) -> None:
+    # the model's twin and baseline are synthesized with a fixed seed
+    build_report([inputs / "model.json", inputs / "run.json"], tmp_path / "a.html")
+    build_report([inputs / "model.json", inputs / "run.json"], tmp_path / "b.html")
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
+
+
+def test_model_alone_synthesizes_its_twin_and_baseline(inputs: Path, tmp_path: Path) -> None:
+    result = build_report([inputs / "model.json"], tmp_path / "m.html")
+    assert result.sections == [
+        "inputs",
+        "locality",
+        "fluctuation",
+        "distributions",
+        "mrc",
+        "levels",
+    ]
+    # with the original, the model's twin is validated against it
+    both = build_report([SAMPLE, inputs / "model.json"], tmp_path / "t.html")
+    assert both.sections == [s for s in CORE_SECTIONS if s != "runs"]
+    assert "fidelity score <b>0." in (tmp_path / "t.html").read_text()
+
+
+def test_mrc_of_a_hand_computed_trace() -> None:
+    # blocks 0, 1, 0, 1: one LRU block misses all four; two blocks miss only the first two
+    df = pl.DataFrame(
+        {"ts_ns": [0, 1, 2, 3], "stream": [0] * 4, "op": [0] * 4,
+         "offset": [0, 4096, 0, 4096], "size": [4096] * 4},
+        schema={"ts_ns": pl.Int64, "stream": pl.UInt32, "op": pl.UInt8, "offset": pl.UInt64,
+                "size": pl.UInt32},
+    )  # fmt: skip
+    trace = Trace(df, TraceMeta(capacity=8192))
+    sizes, ratios = curves([("original", trace)])
+    assert sizes == [1, 2]
+    assert ratios == {"original": [1.0, 0.5]}
+    assert cache_blocks(1000, points=4) == [1, 10, 100, 1000]
+
+
+def test_window_rates_and_cdf_by_hand() -> None:
+    # 4 requests at 0, 0.5, 1.0 and 2.0 s in 2 windows of (2 s + 1 ns) / 2 each: the first
+    # window [0, 1.0000000005 s) holds three of them
+    df = pl.DataFrame({"ts_ns": [0, 500_000_000, 1_000_000_000, 2_000_000_000]})
+    trace = Trace(df, TraceMeta())
+    starts, rates = window_rates(trace, windows=2)
+    width = 2_000_000_001 / 2 / 1e9
+    assert np.allclose(starts, [0.0, width])
+    assert np.allclose(rates, [3 / width, 1 / width])
+    xs, ys = cdf(np.array([4096, 512, 4096, 8192]))
+    assert xs.tolist() == [512, 4096, 8192] and ys.tolist() == [0.25, 0.75, 1.0]
+
+
+def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "w.html"
+    result = build_report([whatif_dir], out)
+    assert result.sections == ["inputs", "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
+    html = out.read_text()
+    assert html.count('<svg role="img"') == 3
+    for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the workload", "<b>2.50x</b>", "75.0 %", "420"):
+        assert cell in html, cell
+    sim_row = '<td>pgbench.parquet (original)</td><td>hdd-7200</td><td class="num">2x</td>'
+    assert sim_row in html.replace(' class=""', "") and ">512</td>" in html and ">88 %</td>" in html
+    assert set(WHATIF_SECTIONS) == {*WHATIF, "sim"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "damage", "message"),
+    [
+        ("whatif-cache", lambda d: d["curves"]["twin"].pop(), "field 'curves.twin': 3 values, expected 4"),
+        ("whatif-cache", lambda d: d.pop("sizes"), "field 'sizes': missing"),
+        ("whatif-intensity", lambda d: d["points"][1].pop("p95_ms"), "field 'points[1].p95_ms': missing"),
+        ("whatif-defrag", lambda d: d["after"].update(mean_ms="fast"), "field 'after': expected a list of numbers"),
+    ],
+)  # fmt: skip
+def test_bad_whatif_json_names_file_and_field(
+    kind: str, damage, message: str, tmp_path: Path
+) -> None:
+    doc = copy.deepcopy(WHATIF[kind])
+    damage(doc)
+    path = tmp_path / f"{kind}.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(IotwinError, match=re.escape(f"{path}: {message}")):
+        build_report([path], tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_cli_errors_are_one_clear_line(inputs: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "other.json"
+    bad.write_text('{"hello": 1}')
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"kind": "run",\n oops}')
+    cases = [
+        ([str(inputs), "-o", str(tmp_path / "r.pdf")], "the report is HTML"),
+        ([str(tmp_path / "missing.json"), "-o", str(tmp_path / "r.html")], "no such file"),
+        ([str(bad), "-o", str(tmp_path / "r.html")], "not an iotwin JSON output"),
+        ([str(broken), "-o", str(tmp_path / "r.html")], "line 2: not valid JSON"),
+    ]
+    for args, message in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "iotwin.cli", "report", *args], capture_output=True, text=True
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("error:") and message in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_directory_skips_files_that_are_not_inputs(whatif_dir: Path, tmp_path: Path) -> None:
+    (whatif_dir / "notes.json").write_text('{"hello": 1}')
+    try:
+        result = build_report([whatif_dir], tmp_path / "r.html")
+    finally:
+        (whatif_dir / "notes.json").unlink()
+    assert len(result.skipped) == 1 and "notes.json" in result.skipped[0]
+    assert "inputs" in result.sections
+
+
+def test_page_in_headless_chromium(inputs: Path, whatif_dir: Path) -> None:
+    """No console errors, every figure rendered at a real size, a screenshot kept."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = ARTIFACTS / "report.html"
+    build_report([SAMPLE, inputs, whatif_dir], page)
+    with Browser() as browser:
+        browser.load(page)
+        found = browser.evaluate(
+            "[...document.querySelectorAll('section')].map(s => ({id: s.id, figures: "
+            "[...s.querySelectorAll('svg.figure')].map(e => {const r = e.getBoundingClientRect();"
+            " return [r.width, r.height];})}))"
+        )
+        shot = ARTIFACTS / "report.png"
+        width, height = browser.screenshot(shot)
+    assert browser.errors == []
+    ids = [s["id"] for s in found]
+    assert ids == [*CORE_SECTIONS, "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
+    assert len(ids) == len(SECTIONS)
+    figures = {s["id"]: s["figures"] for s in found}
+    for sid in set(ids) - {"inputs", "characterization", "validation", "sim"}:
+        assert figures[sid], f"{sid}: no figure"
+        for w, h in figures[sid]:
+            assert w > 300 and h > 150, f"{sid}: figure {w}x{h}"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and width >= 1000 and height > 5000
+    print(f"report screenshot: {shot}")
+
+
+def test_long_inputs_keep_figures_small() -> None:
+    # a day-long run: 86,400 seconds become 240 bars of 360 s each, as means per second
+    timeline = [{"second": s, "reads": 1, "writes": s % 2, "iops": 1 + s % 2} for s in range(86400)]
+    width, t = binned(timeline)
+    assert width == 360 and len(t["second"]) == 240
+    assert t["second"][1] == 360 and t["writes"][0] == 0.5 and t["iops"][0] == 1.5
+    # a CDF of a million distinct gaps keeps 400 exact points, the last at 1
+    xs, ys = cdf(np.arange(1_000_000))
+    assert len(xs) == 400 and xs[0] == 0 and xs[-1] == 999_999 and ys[-1] == 1.0
+    assert ys[1] == (xs[1] + 1) / 1_000_000
+
+
+def test_untimed_trace_has_no_rates(tmp_path: Path) -> None:
+    # an untimed block trace (ARC-like): heatmap by request number, no fluctuation, no gaps
+    n = 400
+    df = pl.DataFrame(
+        {"ts_ns": [0] * n, "stream": [0] * n, "op": [0] * n,
+         "offset": [(i * 7919 % 64) * 4096 for i in range(n)], "size": [4096] * n},
+        schema={"ts_ns": pl.Int64, "stream": pl.UInt32, "op": pl.UInt8, "offset": pl.UInt64,
+                "size": pl.UInt32},
+    )  # fmt: skip
+    path = tmp_path / "untimed.parquet"
+    write_trace(Trace(df, TraceMeta(format="arc", timed=False, capacity=64 * 4096)), path)
+    result = build_report([path], tmp_path / "u.html")
+    assert result.sections == ["inputs", "characterization", "locality", "distributions", "mrc"]
+    html = (tmp_path / "u.html").read_text()
+    assert "request number (untimed trace)" in html and "no inter-arrival times" in html
+    assert '<td class="">requests</td><td class="num">400</td>' in html
+
+
+def test_levels_and_stress_sections_from_real_runs(traces: Path, tmp_path: Path) -> None:
+    """`whatif levels` and `whatif stress` written by the CLI itself, on the TPC-C trace:
+    their sections show the measured values (the chosen level, the ramp's intensities)."""
+    trace = str(traces / "tpcc_small.disksim")
+    levels, stress, model = tmp_path / "levels.json", tmp_path / "stress.json", tmp_path / "m.json"
+    run = runner.invoke(app, ["whatif", "levels", trace, "--max-levels", "2", "-o", str(levels)])
+    assert run.exit_code == 0, run.output
+    assert runner.invoke(app, ["fit", trace, "-o", str(model)]).exit_code == 0
+    ramp = ["--ramp", "0.001,0.004", "--device", "hdd-7200"]
+    run = runner.invoke(app, ["whatif", "stress", str(model), *ramp, "-o", str(stress)])
+    assert run.exit_code == 0, run.output
+    out = tmp_path / "r.html"
+    build_report([levels, stress], out)
+    html = out.read_text()
+    lv = json.loads(levels.read_text())
+    assert 'id="whatif-levels"' in html and f"{lv['chosen']} (chosen)" in html
+    assert f"{lv['original']['mean_ms']:.3g} ms" in html
+    assert 'id="whatif-stress"' in html and "0.004x" in html
+    assert html.count("<svg") >= 2
