@@ -29,6 +29,13 @@ from iotwin.model import fit
 ROOT = Path(__file__).resolve().parents[1]
 PGBENCH = ROOT / "samples" / "pgbench.parquet"
 runner = CliRunner()
+NAMES = ["cloudPhysicsIO.vscsi", "tpcc_small.disksim", "pgbench", "tencent_cbs_excerpt.csv.bz2"]
+REQUESTS = {
+    "cloudPhysicsIO.vscsi": 113_872,
+    "tpcc_small.disksim": 6_999,
+    "pgbench": 37_083,
+    "tencent_cbs_excerpt.csv.bz2": 50_000,
+}
 
 
 def _without_timing(doc: dict[str, Any]) -> dict[str, Any]:
@@ -38,7 +45,8 @@ def _without_timing(doc: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def datasets(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """cloudPhysics (one stream) cut every 10 minutes of trace time through the CLI; TPC-C
-    (16 devices) every 100 requests of a device; pgbench (file-level, 20 threads)."""
+    (16 devices) every 100 requests of a device; pgbench (file-level, 20 threads); Tencent
+    (2,038 volumes, rows out of time order, a whole-second clock)."""
     root = tmp_path_factory.mktemp("datasets")
     cp = root / "cloudphysics.ds"
     result = runner.invoke(
@@ -55,13 +63,21 @@ def datasets(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     ingest_dataset(traces / "tpcc_small.disksim", tpcc, opts=opts, partition_rows=100)
     pg = root / "pgbench.ds"
     ingest_dataset(PGBENCH, pg, partition_rows=500)
-    return {"cloudPhysicsIO.vscsi": cp, "tpcc_small.disksim": tpcc, "pgbench": pg}
+    tencent = root / "tencent.ds"
+    volumes = ReadOptions(stream_by="volume")
+    ingest_dataset(traces / "tencent_cbs_excerpt.csv.bz2", tencent, opts=volumes)
+    return {
+        "cloudPhysicsIO.vscsi": cp,
+        "tpcc_small.disksim": tpcc,
+        "pgbench": pg,
+        "tencent_cbs_excerpt.csv.bz2": tencent,
+    }
 
 
 def _source(name: str, traces: Path) -> iotwin.Trace:
     if name == "pgbench":
         return iotwin.load_trace(PGBENCH)
-    stream_by = "device" if name == "tpcc_small.disksim" else None
+    stream_by = {"tpcc_small.disksim": "device", "tencent_cbs_excerpt.csv.bz2": "volume"}.get(name)
     return iotwin.load_trace(traces / name, opts=ReadOptions(stream_by=stream_by))
 
 
@@ -82,7 +98,7 @@ def test_dataset_layout_and_manifest(datasets: dict[str, Path]) -> None:
     assert max(p.rows for p in tpcc.partitions) == 100
 
 
-@pytest.mark.parametrize("name", ["cloudPhysicsIO.vscsi", "tpcc_small.disksim", "pgbench"])
+@pytest.mark.parametrize("name", NAMES)
 def test_dataset_reassembles_the_trace(name: str, datasets: dict[str, Path], traces: Path) -> None:
     whole = _source(name, traces)
     back = iotwin.load_trace(datasets[name])
@@ -91,16 +107,17 @@ def test_dataset_reassembles_the_trace(name: str, datasets: dict[str, Path], tra
 
 
 @pytest.mark.parametrize("reref", [True, False])
-@pytest.mark.parametrize("name", ["cloudPhysicsIO.vscsi", "tpcc_small.disksim", "pgbench"])
+@pytest.mark.parametrize("name", NAMES)
 def test_fit_in_partitions_is_the_whole_trace_fit(
     name: str, reref: bool, datasets: dict[str, Path], traces: Path
 ) -> None:
     whole = fit(_source(name, traces), reref=reref).doc
     parts = fit_dataset(datasets[name], reref=reref).doc
     assert _without_timing(parts) == _without_timing(whole)
-    expected = {"cloudPhysicsIO.vscsi": 113_872, "tpcc_small.disksim": 6_999, "pgbench": 37_083}
-    assert parts["requests"] == expected[name]
-    assert sum(s["requests"] for s in parts["streams"]) == expected[name]
+    assert parts["requests"] == REQUESTS[name]
+    assert sum(s["requests"] for s in parts["streams"]) == REQUESTS[name]
+    if name == "tencent_cbs_excerpt.csv.bz2":
+        assert parts["source"]["clock_ns"] == 10**9  # whole seconds, learnt while splitting
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +261,7 @@ def test_cluster_needs_a_dataset(traces: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("levels", [1, 3])
-@pytest.mark.parametrize("name", ["cloudPhysicsIO.vscsi", "tpcc_small.disksim", "pgbench"])
+@pytest.mark.parametrize("name", NAMES)
 def test_characterize_in_partitions_is_the_whole_trace(
     name: str, levels: int, datasets: dict[str, Path], traces: Path
 ) -> None:
@@ -252,8 +269,7 @@ def test_characterize_in_partitions_is_the_whole_trace(
     parts = characterize_dataset(datasets[name], levels=levels, window_s=600)
     assert json.dumps(parts) == json.dumps(whole)
     # counts exact, and the figures that need the whole trace's order and block union
-    assert parts["requests"] == {"cloudPhysicsIO.vscsi": 113_872, "tpcc_small.disksim": 6_999,
-                                 "pgbench": 37_083}[name]  # fmt: skip
+    assert parts["requests"] == REQUESTS[name]
     if name == "tpcc_small.disksim":
         # 16 devices: interference is a property of the whole trace's interleaving
         assert parts["stream_count"] == 16
@@ -263,7 +279,8 @@ def test_characterize_in_partitions_is_the_whole_trace(
 def test_characterize_on_a_local_cluster_is_the_in_process_one(
     datasets: dict[str, Path], client
 ) -> None:
-    for ds in datasets.values():
+    for name in ["cloudPhysicsIO.vscsi", "tpcc_small.disksim", "pgbench"]:
+        ds = datasets[name]
         on_cluster = characterize_dataset(ds, levels=2, client=client)
         assert json.dumps(on_cluster) == json.dumps(characterize_dataset(ds, levels=2))
 

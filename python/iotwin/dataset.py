@@ -15,6 +15,7 @@ stream's request count and the trace's extent, so fitting needs no pass to learn
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -68,6 +69,7 @@ class Dataset:
     columns: list[str]
     partitions: list[Partition]  # by stream, then time
     file_ends: dict[int, int] = field(default_factory=dict)  # file-level traces: file -> end
+    clock_ns: int | None = None  # the tick of a coarse trace clock (trace.coarse_clock_ns)
 
     @property
     def span_ns(self) -> int:
@@ -111,6 +113,7 @@ class Dataset:
             "max_end": self.max_end,
             "columns": self.columns,
             "file_ends": {str(k): v for k, v in self.file_ends.items()},
+            "clock_ns": self.clock_ns,
             "partitions": [asdict(p) for p in self.partitions],
         }
 
@@ -156,6 +159,7 @@ def open_dataset(path: str | Path) -> Dataset:
             columns=list(doc["columns"]),
             partitions=parts,
             file_ends={int(k): int(v) for k, v in doc.get("file_ends", {}).items()},
+            clock_ns=None if doc.get("clock_ns") is None else int(doc["clock_ns"]),
         )
     except KeyError as exc:
         raise IotwinError(f"{where}: field {exc.args[0]!r} is missing") from None
@@ -289,6 +293,8 @@ class _Splitter:
         self.max_end = 0
         self.file_ends: dict[int, int] = {}
         self.prev_end: int | None = None
+        self.ts_gcd = 0  # gcd of every time since the first: the clock's tick
+        self.same_ts = 0  # requests stamped with the time of the one before
 
     def add(self, batch: pl.DataFrame) -> None:
         if batch.height == 0:
@@ -324,6 +330,9 @@ class _Splitter:
         ts = batch.get_column("ts_ns")
         if self.first_ts is None:
             self.first_ts = int(ts[0])
+        else:
+            self.same_ts += int(ts[0]) == self.last_ts
+        self._clock(ts.to_numpy())
         self.last_ts = int(ts[-1])
         end = pl.col("offset") + pl.col("size").cast(pl.UInt64)
         self.max_end = max(self.max_end, int(batch.select(end.max()).item()))
@@ -331,6 +340,20 @@ class _Splitter:
             ends = batch.group_by("file").agg(end.max().alias("end"))
             for fid, e in ends.iter_rows():
                 self.file_ends[int(fid)] = max(self.file_ends.get(int(fid), 0), int(e))
+
+    def _clock(self, ts: np.ndarray) -> None:
+        """What `trace.coarse_clock_ns` needs of the whole trace, gathered batch by batch."""
+        first = self.first_ts or 0
+        self.ts_gcd = math.gcd(self.ts_gcd, int(np.gcd.reduce(ts - first)))
+        self.same_ts += int(np.count_nonzero(np.diff(ts) == 0))
+
+    def clock_ns(self) -> int | None:
+        """The coarse clock's tick, as `trace.coarse_clock_ns` gives it for the whole trace."""
+        from .trace import COARSE_TICK_NS
+
+        if self.seq < 2 or self.ts_gcd < COARSE_TICK_NS or self.same_ts < self.seq // 100:
+            return None
+        return self.ts_gcd
 
     def _add_stream(self, stream: int, rows: pl.DataFrame) -> None:
         pending = self.pending.setdefault(stream, _Pending())
@@ -390,6 +413,7 @@ class _Splitter:
             columns=[*columns, SEQ, RUN_START],
             partitions=parts,
             file_ends=dict(sorted(self.file_ends.items())),
+            clock_ns=self.clock_ns(),
         )
 
 

@@ -169,7 +169,8 @@ def fit_dataset(
     span_ns = ds.span_ns if ds.meta.timed else 0
     doc = json.loads(_core.finalize_partitions(stats, iat, span_ns))
     meta = ds.meta if layout is None else replace(ds.meta, capacity=settings.capacity, files=[])
-    return describe(doc, meta, layout, started, iat)
+    clock_ns = ds.clock_ns if ds.meta.timed else None
+    return describe(doc, meta, layout, started, iat, clock_ns)
 
 
 def _run(

@@ -192,7 +192,8 @@ def fit(
         doc["types"] = [
             {"type": s["type"], "count": s["count"], "weight": s["weight"]} for s in doc["streams"]
         ]
-    return describe(doc, trace.meta, layout, started, iat, named=type_of is None)
+    tick = coarse_clock_ns(trace.numpy("ts_ns", np.int64)) if trace.meta.timed else None
+    return describe(doc, trace.meta, layout, started, iat, tick, named=type_of is None)
 
 
 def describe(
@@ -201,10 +202,12 @@ def describe(
     layout: list[dict[str, Any]] | None,
     started: float,
     iat: str,
+    clock_ns: int | None = None,
     named: bool = True,
 ) -> Model:
     """Adds stream names, provenance and the file layout to a finalised model document and
-    checks it. `meta` is the trace's metadata on the virtual device (see `on_virtual_device`)."""
+    checks it. `meta` is the trace's metadata on the virtual device (see `on_virtual_device`),
+    `clock_ns` the tick of its coarse clock (`trace.coarse_clock_ns`)."""
     if named:
         for s in doc["streams"]:
             s["name"] = meta.stream_name(s["id"])
@@ -215,9 +218,8 @@ def describe(
         "timed": meta.timed,
         "capacity_known": meta.capacity is not None,
     }
-    tick = coarse_clock_ns(trace.numpy("ts_ns", np.int64)) if trace.meta.timed else None
-    if tick is not None:
-        doc["source"]["clock_ns"] = tick
+    if clock_ns is not None:
+        doc["source"]["clock_ns"] = clock_ns
     if layout is not None:
         doc["files"] = layout
     doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}
