@@ -48,6 +48,22 @@ ReaderOpt = Annotated[
 ]
 
 
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Run on Dask: local[:N] (N worker processes) or a scheduler address "
+        "tcp://HOST:PORT. Needs a partitioned dataset (ingest --partition-by).",
+    ),
+]
+ClusterTimeoutOpt = Annotated[
+    float, typer.Option("--cluster-timeout", help="Seconds to wait for the Dask scheduler.")
+]
+RetriesOpt = Annotated[
+    int, typer.Option("--retries", help="Times Dask retries a failed partition task.")
+]
+
+
 def reader_options(stream_by: str | None, skip_bad: bool, opt: list[str] | None) -> ReadOptions:
     extra: dict[str, str] = {}
     for item in opt or []:
@@ -98,18 +114,61 @@ def ingest(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    partition_by: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-by",
+            help="Write a partitioned dataset directory instead of one file: 'stream' or "
+            "'stream,time' (see docs/distributed.md).",
+        ),
+    ] = None,
+    partition_rows: Annotated[
+        int | None,
+        typer.Option("--partition-rows", help="Most requests per partition (default 4Mi)."),
+    ] = None,
+    partition_window: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-window",
+            help="With --partition-by stream,time: cut every stream at this trace time (10m, 1h).",
+        ),
+    ] = None,
 ) -> None:
     """Convert a trace to the canonical Parquet form (streaming, bounded memory)."""
     from .ingest import ingest as run_ingest
+    from .ingest import ingest_dataset
 
     opts = reader_options(stream_by, skip_bad, opt)
+    window_ns = _partitioning(partition_by, partition_rows, partition_window)
     with console.status(f"ingesting {trace} ..."):
-        result = run_ingest(trace, output, format, opts)
+        if partition_by is None:
+            result = run_ingest(trace, output, format, opts)
+        else:
+            result = ingest_dataset(trace, output, format, opts, partition_rows, window_ns)
+    parts = result.info.get("partitions")
     console.print(
         f"[green]wrote[/green] {result.output}: {result.requests:,} requests, "
-        f"{result.streams:,} streams, format {result.format}, {result.seconds:.2f} s"
+        f"{result.streams:,} streams"
+        + (f" in {parts:,} partitions" if parts is not None else "")
+        + f", format {result.format}, {result.seconds:.2f} s"
     )
     report_skipped(result.skipped, result.skipped_examples)
+
+
+def _partitioning(partition_by: str | None, rows: int | None, window: str | None) -> int | None:
+    """Checks the partitioning options; returns the time window in ns (None: by rows)."""
+    if partition_by is None:
+        if rows is not None or window is not None:
+            raise IotwinError("--partition-rows and --partition-window need --partition-by")
+        return None
+    keys = [k.strip() for k in partition_by.split(",") if k.strip()]
+    if keys not in (["stream"], ["stream", "time"]):
+        raise IotwinError(f"--partition-by '{partition_by}': expected 'stream' or 'stream,time'")
+    if window is None:
+        return None
+    if "time" not in keys:
+        raise IotwinError("--partition-window needs --partition-by stream,time")
+    return int(parse_duration(window, "--partition-window") * 1e9)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -207,15 +266,33 @@ def characterize(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    cluster: ClusterOpt = None,
+    cluster_timeout: ClusterTimeoutOpt = 10.0,
+    retries: RetriesOpt = 2,
 ) -> None:
     """Per-stream characterization: I/O features, locality, sequentiality, stream types."""
     import json
+    from contextlib import nullcontext
+    from functools import partial
 
     from .characterize import characterize as run_characterize
     from .characterize import render
+    from .dataset import is_dataset
 
     opts = reader_options(stream_by, skip_bad, opt)
     window_s = parse_duration(window)
+    if is_dataset(trace):
+        from .distributed import characterize_dataset
+
+        run_characterize = partial(  # type: ignore[assignment]
+            _on_dataset, characterize_dataset, cluster=cluster, timeout_s=cluster_timeout,
+            retries=retries, show_progress=not json_out,
+        )  # fmt: skip
+    elif cluster is not None:
+        raise IotwinError(
+            "--cluster characterizes a partitioned dataset "
+            "(iotwin ingest --partition-by stream,time)"
+        )
     if json_out:
         result = run_characterize(
             trace, levels=levels, fanout=fanout, window_s=window_s,
@@ -223,12 +300,29 @@ def characterize(
         )  # fmt: skip
         sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
         return
-    with console.status(f"characterizing {trace} ..."):
+    # a dataset shows a progress bar instead (rich keeps one live display at a time)
+    status = nullcontext() if is_dataset(trace) else console.status(f"characterizing {trace} ...")
+    with status:
         result = run_characterize(
             trace, levels=levels, fanout=fanout, window_s=window_s,
             relaxed_threshold=relaxed_threshold, format=format, opts=opts,
         )  # fmt: skip
     render(result, console)
+
+
+def _on_dataset(run, path: Path, *, show_progress: bool, format=None, opts=None, **kw):
+    """Runs a dataset command (`run(path, progress=..., **kw)`) with a progress bar of
+    requests done; reader options do not apply to a dataset."""
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from .dataset import open_dataset
+
+    total = open_dataset(path).requests
+    where = "in-process" if kw.get("cluster") is None else f"on {kw['cluster']}"
+    columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True, disable=not show_progress) as bar:
+        task = bar.add_task(f"{run.__name__.split('_')[0]} {where}", total=total)
+        return run(path, progress=lambda rows: bar.advance(task, rows), **kw)
 
 
 def report_skipped(skipped: int, examples: list[str]) -> None:
@@ -296,13 +390,29 @@ def fit(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    cluster: ClusterOpt = None,
+    cluster_timeout: ClusterTimeoutOpt = 10.0,
+    retries: RetriesOpt = 2,
 ) -> None:
     """Fit the hierarchical Markov model of a trace and write it as JSON."""
+    from .dataset import is_dataset
     from .levels import sweep
     from .model import fit as fit_model
 
-    t = _load(trace, format, stream_by, skip_bad, opt)
     window_s = parse_duration(window) if window else None
+    if is_dataset(trace) and levels != "auto" and not types:
+        model = _fit_dataset(
+            trace, _levels(levels), fanout, flat, window_s, iat, reref,
+            cluster, cluster_timeout, retries,
+        )  # fmt: skip
+        _report_fit(model, output, types)
+        return
+    if cluster is not None:
+        raise IotwinError(
+            "--cluster fits a partitioned dataset (iotwin ingest --partition-by stream,time), "
+            "with a number of --levels and without --types"
+        )
+    t = _load(trace, format, stream_by, skip_bad, opt)
     if levels == "auto":
         with err_console.status("sweeping levels 1..8 (fit, synthesize, validate) ..."):
             chosen, points = sweep(
@@ -332,13 +442,9 @@ def fit(
             {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
         ]
     else:
-        try:
-            n_levels = int(levels)
-        except ValueError:
-            raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
         model = fit_model(
             t,
-            levels=n_levels,
+            levels=_levels(levels),
             fanout=fanout,
             flat=flat,
             window_s=window_s,
@@ -346,6 +452,39 @@ def fit(
             reref=reref,
             types=types,
         )
+    _report_fit(model, output, types)
+
+
+def _levels(levels: str) -> int:
+    try:
+        return int(levels)
+    except ValueError:
+        raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
+
+
+def _fit_dataset(
+    path: Path,
+    levels: int,
+    fanout: int,
+    flat: bool,
+    window_s: float | None,
+    iat: str,
+    reref: bool,
+    cluster: str | None,
+    timeout_s: float,
+    retries: int,
+):
+    """Fits a partitioned dataset in-process or on a Dask cluster, with a progress bar."""
+    from .distributed import fit_dataset
+
+    return _on_dataset(
+        fit_dataset, path, show_progress=True, levels=levels, fanout=fanout, flat=flat,
+        window_s=window_s, iat=iat, reref=reref, cluster=cluster, timeout_s=timeout_s,
+        retries=retries,
+    )  # fmt: skip
+
+
+def _report_fit(model, output: Path, types: bool) -> None:
     model.save(output)
     if types:
         for ty in model.doc["types"]:
@@ -360,14 +499,42 @@ def fit(
 
 @app.command()
 def show(
-    model: Annotated[Path, typer.Argument(help="Model JSON.")],
+    model: Annotated[Path, typer.Argument(help="Model JSON, or a partitioned dataset.")],
     top: Annotated[int, typer.Option("--top", help="How many transitions to list.")] = 10,
 ) -> None:
-    """Print a model the way the paper reads: levels, transitions, weights, phases."""
+    """Print a model the way the paper reads: levels, transitions, weights, phases (or what a
+    partitioned dataset holds)."""
+    from .dataset import is_dataset
     from .model import Model
     from .show import render
 
+    if is_dataset(model):
+        _show_dataset(model, top)
+        return
     render(Model.load(model), console, top)
+
+
+def _show_dataset(path: Path, top: int) -> None:
+    """A partitioned dataset's manifest: totals and its largest streams."""
+    from .dataset import open_dataset
+
+    ds = open_dataset(path)
+    lengths = ds.stream_lengths()
+    parts: dict[int, int] = {}
+    for p in ds.partitions:
+        parts[p.stream] = parts.get(p.stream, 0) + 1
+    size = sum(ds.file(p).stat().st_size for p in ds.partitions if ds.file(p).exists())
+    console.print(
+        f"dataset {path}: {ds.requests:,} requests, {len(lengths):,} streams, "
+        f"{len(ds.partitions):,} partitions, {size / 2**20:,.1f} MiB, span "
+        f"{ds.span_ns / 1e9:,.3f} s, from {ds.meta.source} ({ds.meta.format})"
+    )
+    table = Table(title=f"Largest streams (top {top})")
+    for col in ("stream", "name", "requests", "partitions"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for sid, n in sorted(lengths.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+        table.add_row(str(sid), ds.meta.stream_name(sid), f"{n:,}", f"{parts[sid]:,}")
+    console.print(table)
 
 
 @app.command()
