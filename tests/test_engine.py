@@ -138,13 +138,14 @@ def test_replay_follows_the_trace_schedule(tmp_path: Path, engine: str) -> None:
     # the trace's own addresses, sizes and operations (buffered: no alignment)
     key = ["offset", "size", "op"]
     assert rec.df.select(key).sort(key).equals(orig.df.select(key).sort(key))
-    # issue times follow the schedule: the same spacing, up to lateness
+    # issue times follow the schedule: the same spacing, up to lateness (a stall of the
+    # machine shifts what follows it by the same amount, so compare gaps, not times)
     got = np.sort(rec.df["ts_ns"].to_numpy())
     want = orig.df["ts_ns"].to_numpy()
-    err = np.abs(got - want)
-    print(f"{engine} replay issue-time error: median {np.median(err) / 1e3:.1f} µs")
-    assert np.median(err) < 1e6
-    assert abs(got[-1] / want[-1] - 1) < 0.01
+    gap_err = np.abs(np.diff(got) - np.diff(want))
+    print(f"{engine} replay gap error: median {np.median(gap_err) / 1e3:.1f} µs")
+    assert np.median(gap_err) < 1e5
+    assert abs((got[-1] - got[0]) / (want[-1] - want[0]) - 1) < 0.01
 
 
 def test_closed_loop_keeps_iodepth(tmp_path: Path, model_1k: Model) -> None:
@@ -488,11 +489,12 @@ def test_long_run_keeps_weights_phases_and_intensity(tmp_path: Path) -> None:
             assert abs(shares.get(s["id"], 0) / 1e5 - s["weight"]) <= 0.0005, s["id"]
         # issue times, windowed like the model's phases, follow the schedule's
         schedule = model.synth(requests=100_000, seed=0, intensity=intensity).df
-        window = model.doc["window_ns"] / intensity
+        # four of the model's windows a bin: the phases show, while lateness under load
+        # (a few ms) moves few requests across bins
+        window = 4 * model.doc["window_ns"] / intensity
         bins = int(spans[intensity] // window) + 1
         issued = np.bincount((rec["ts_ns"].to_numpy() // window).astype(int), minlength=bins)
         planned = np.bincount((schedule["ts_ns"].to_numpy() // window).astype(int), minlength=bins)
         n = min(len(issued), len(planned))
-        # 0.99+ on an idle machine; lateness under load moves requests across 14 ms windows
         assert np.corrcoef(issued[:n], planned[:n])[0, 1] > 0.9
     assert spans[1.0] == pytest.approx(spans[0.5] / 2, rel=0.02)
