@@ -142,6 +142,10 @@ def _check_positive(**values: float) -> None:
             raise IotwinError(f"--{name} must be a positive number, not {value}")
 
 
+# Stream kinds whose streams do not share addresses (validate.address_space agrees).
+SEPARATE_SPACES = ("device", "volume")
+
+
 class ShortTraceWarning(UserWarning):
     """The trace has fewer requests than the model has states: it is fitted as it is."""
 
@@ -173,6 +177,9 @@ def fit(
             stacklevel=2,
         )
     type_of = stream_types(trace) if types else None
+    # streams that are devices or volumes have address spaces of their own; others (processes,
+    # threads over files) share one, so a block one reads may be another's re-reference
+    shared_space = trace.meta.stream_by not in SEPARATE_SPACES
     trace, layout = on_virtual_device(trace)
     df = trace.df
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
@@ -192,6 +199,7 @@ def fit(
         iat,
         span_ns,
         _groups(trace, type_of),
+        global_reuse=reref and shared_space,
     )
     doc = json.loads(doc_text)
     if type_of is None:

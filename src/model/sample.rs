@@ -25,10 +25,17 @@ const REREF_SEARCH: u64 = 1024;
 /// How often a cold request re-draws an offset that landed on an old block.
 const COLD_RETRIES: u32 = 4;
 
-/// One generated request before times are placed: (op, offset, size).
-type Request = (u8, u64, u32);
-/// A stream's generated requests: (times, requests, stream id).
-type StreamPart = (Vec<i64>, Vec<Request>, u32);
+/// One walked request before its offset is placed: its category and the transition's
+/// target leaf.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    cat: Category,
+    target: u64,
+}
+/// A stream's walked requests: (times, steps, stream id).
+type StreamPart = (Vec<i64>, Vec<Step>, u32);
+/// Salt of the placement generators (apart from the walks', so both modes draw alike).
+const PLACE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
@@ -187,6 +194,9 @@ pub struct Sampler {
     span_ns: i64,
     total_requests: u64,
     streams: Vec<StreamModel>,
+    /// Re-references draw from one history of all streams (models fitted with global
+    /// distances, `reuse_scope: "global"`), or each from its own stream's (older models).
+    global_reuse: bool,
 }
 
 fn category(v: &Value) -> Result<Category, Err> {
@@ -221,23 +231,28 @@ impl Sampler {
             span_ns: int(model, "span_ns")? as i64,
             total_requests: int(model, "requests")?,
             streams,
+            global_reuse: model.get("reuse_scope").and_then(Value::as_str) == Some("global"),
         })
     }
 
-    /// Generates the synthetic trace, time-sorted, times from 0.
+    /// Generates the synthetic trace, time-sorted, times from 0: each stream walks its states
+    /// (categories, target leaves, times), then offsets are placed in the merged time order.
     pub fn generate(&self, p: &SynthParams) -> Columns {
         let counts = self.requests_per_stream(p);
         let mut parts: Vec<StreamPart> = Vec::with_capacity(self.streams.len());
+        let mut lengths = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, p, n);
             let n = quotas.iter().map(|q| q.2).sum::<u64>();
-            let mut st = self.walk_state(s, n, p.seed);
-            let (mut reqs, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
-            self.walk(s, &mut st, n, p.uniform, &mut reqs, &mut gaps);
+            let mut st = self.walk_state(s, p.seed);
+            let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
+            self.walk(s, &mut st, n, &mut steps, &mut gaps);
             let times = place_times(&quotas, &gaps, p.intensity);
-            parts.push((times, reqs, s.id));
+            parts.push((times, steps, s.id));
+            lengths.push(n);
         }
-        merge_streams(parts)
+        let mut placer = Placer::new(self, &lengths, p.seed);
+        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
     }
 
     /// The same requests as `generate`, in the same order, produced on the fly: each stream
@@ -246,22 +261,25 @@ impl Sampler {
     pub fn stream(self, p: SynthParams) -> Synth {
         let counts = self.requests_per_stream(&p);
         let mut cursors = Vec::with_capacity(self.streams.len());
+        let mut lengths = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, &p, n);
-            let n = quotas.iter().map(|q| q.2).sum::<u64>();
+            lengths.push(quotas.iter().map(|q| q.2).sum::<u64>());
             cursors.push(Cursor {
-                st: self.walk_state(s, n, p.seed),
+                st: self.walk_state(s, p.seed),
                 quotas,
                 window: 0,
                 placed: 0,
                 times: Vec::new(),
-                reqs: Vec::new(),
+                steps: Vec::new(),
                 gaps: Vec::new(),
                 pos: 0,
                 index: 0,
             });
         }
+        let placer = Placer::new(&self, &lengths, p.seed);
         let mut synth = Synth {
+            placer,
             sampler: self,
             params: p,
             cursors,
@@ -275,12 +293,11 @@ impl Sampler {
         synth
     }
 
-    fn walk_state(&self, s: &StreamModel, n: u64, seed: u64) -> WalkState {
+    fn walk_state(&self, s: &StreamModel, seed: u64) -> WalkState {
         WalkState {
-            rng: Pcg64Mcg::seed_from_u64(seed ^ (s.id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id)),
             budget: s.initial.clone(),
             cur: None,
-            reref: (s.reuse_total > 0).then(|| Reref::new(n as usize)),
             i: 0,
         }
     }
@@ -366,22 +383,21 @@ impl Sampler {
         out
     }
 
-    /// The Markov walk: the next n requests as (op, offset, size) with their raw
+    /// The Markov walk: the next n requests' categories and target leaves with their raw
     /// inter-arrival gaps, continuing from `st` (walking in pieces gives the same requests).
+    /// The walk stands at each transition's target leaf; offsets are placed afterwards.
     fn walk(
         &self,
         s: &StreamModel,
         st: &mut WalkState,
         n: u64,
-        uniform: bool,
-        reqs: &mut Vec<Request>,
+        steps: &mut Vec<Step>,
         gaps: &mut Vec<f64>,
     ) {
         let WalkState {
             rng,
             budget,
             cur,
-            reref,
             i,
         } = st;
         for _ in 0..n {
@@ -390,20 +406,11 @@ impl Sampler {
             }
             let (cat, target, gap) = match (*i, *cur, s.first) {
                 (0, _, Some((leaf, c))) => (c, leaf, 0.0),
-                (_, Some((leaf, _)), _) => self.step(s, budget, leaf, rng),
+                (_, Some(leaf), _) => self.step(s, budget, leaf, rng),
                 _ => self.teleport(s, budget, rng),
             };
-            let (offset, size) = if uniform {
-                (self.uniform_offset(s, cat.size, rng), cat.size)
-            } else {
-                let prev_end = cur.map(|c| c.1);
-                self.place(s, &cat, target, prev_end, reref.as_mut(), rng)
-            };
-            if let Some(r) = reref.as_mut() {
-                r.touch(*i as usize, offset, self.tree.leaf_of(offset));
-            }
-            *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
-            reqs.push((cat.op, offset, size));
+            *cur = Some(target);
+            steps.push(Step { cat, target });
             gaps.push(gap);
             *i += 1;
         }
@@ -543,7 +550,7 @@ impl Sampler {
         cat: &Category,
         target: u64,
         prev_end: Option<u64>,
-        reref: Option<&mut Reref>,
+        reref: Option<&Reref>,
         rng: &mut Pcg64Mcg,
     ) -> (u64, u32) {
         let cap = self.tree.capacity;
@@ -562,15 +569,15 @@ impl Sampler {
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some(off) = reref.as_ref().and_then(|r| r.pick(s, target, rng)) {
+            if let Some(off) = reref.and_then(|r| r.pick(s, target, rng)) {
                 return (off, own);
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
         let mut off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
-        // a cold request touches a block the stream has not touched: re-draw a few times
-        // where the leaf is small enough for a random offset to land on old data
-        if let Some(r) = reref.as_ref() {
+        // a cold request touches a block no one has touched (in the history's scope): re-draw
+        // a few times where the leaf is small enough for a random offset to land on old data
+        if let Some(r) = reref {
             for _ in 0..COLD_RETRIES {
                 if !r.seen(off) {
                     break;
@@ -648,6 +655,9 @@ impl Reref {
     fn pick(&self, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
         // a distance deeper than the history so far finds nothing: the request stays cold,
         // which measured closer to real block reuse than drawing again (cloudPhysics MRC)
+        if s.reuse_total == 0 {
+            return None; // the stream's re-references were all outside the SHARDS sample
+        }
         let dist = draw_distance(s, rng);
         if dist >= self.marks {
             return None;
@@ -728,14 +738,87 @@ fn place_window(
     }
 }
 
-/// A stream's walk between windows.
+/// A stream's walk between windows (`cur`: the leaf it stands at).
 struct WalkState {
     rng: Pcg64Mcg,
     budget: Budgets,
-    cur: Option<(u64, u64)>,
-    reref: Option<Reref>,
+    cur: Option<u64>,
     i: u64,
 }
+
+/// The walk generator's seed for a stream.
+fn stream_seed(seed: u64, id: u32) -> u64 {
+    seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The second pass: offsets placed request by request in the merged time order, so one
+/// re-reference history can span every stream (a shared cache sees them all).
+struct Placer {
+    /// Per stream (by position): its placement generator and previous request's end.
+    rngs: Vec<Pcg64Mcg>,
+    prev_end: Vec<Option<u64>>,
+    /// The histories: one shared, or one per stream; `owner[k]` is stream k's, `pos` the
+    /// next position in each.
+    histories: Vec<Option<Reref>>,
+    owner: Vec<usize>,
+    pos: Vec<usize>,
+}
+
+impl Placer {
+    /// `lengths`: each stream's request count (the histories' capacities).
+    fn new(sampler: &Sampler, lengths: &[u64], seed: u64) -> Placer {
+        let streams = &sampler.streams;
+        let histories: Vec<Option<Reref>> = if sampler.global_reuse {
+            let total = lengths.iter().sum::<u64>() as usize;
+            let any = streams.iter().any(|s| s.reuse_total > 0);
+            vec![any.then(|| Reref::new(total))]
+        } else {
+            streams
+                .iter()
+                .zip(lengths)
+                .map(|(s, &n)| (s.reuse_total > 0).then(|| Reref::new(n as usize)))
+                .collect()
+        };
+        let owner = (0..streams.len())
+            .map(|k| if sampler.global_reuse { 0 } else { k })
+            .collect();
+        Placer {
+            rngs: streams
+                .iter()
+                .map(|s| Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ PLACE_SALT))
+                .collect(),
+            prev_end: vec![None; streams.len()],
+            pos: vec![0; histories.len()],
+            histories,
+            owner,
+        }
+    }
+
+    /// Stream k's next request: (op, offset, size).
+    fn place(&mut self, sampler: &Sampler, k: usize, step: Step, uniform: bool) -> Output {
+        let s = &sampler.streams[k];
+        let h = self.owner[k];
+        let rng = &mut self.rngs[k];
+        let size = step.cat.size;
+        let offset = if uniform {
+            sampler.uniform_offset(s, size, rng)
+        } else {
+            let history = self.histories[h].as_ref();
+            sampler
+                .place(s, &step.cat, step.target, self.prev_end[k], history, rng)
+                .0
+        };
+        if let Some(r) = self.histories[h].as_mut() {
+            r.touch(self.pos[h], offset, sampler.tree.leaf_of(offset));
+            self.pos[h] += 1;
+        }
+        self.prev_end[k] = Some(offset + size as u64);
+        (step.cat.op, offset, size)
+    }
+}
+
+/// One placed request: (op, offset, size).
+type Output = (u8, u64, u32);
 
 /// One stream of a streaming synthesis: its windows and the current window's requests.
 struct Cursor {
@@ -744,7 +827,7 @@ struct Cursor {
     window: usize,
     placed: usize,
     times: Vec<i64>,
-    reqs: Vec<Request>,
+    steps: Vec<Step>,
     gaps: Vec<f64>,
     pos: usize,
     index: u64,
@@ -763,6 +846,7 @@ pub struct Synthesized {
 /// Requests of a model in time order, generated window by window (see `Sampler::stream`).
 pub struct Synth {
     sampler: Sampler,
+    placer: Placer,
     params: SynthParams,
     cursors: Vec<Cursor>,
     /// (time, stream position, index within the stream): the order of `merge_streams`.
@@ -774,7 +858,7 @@ impl Synth {
     /// Queues stream k's next request, walking its next non-empty window when needed.
     fn push_head(&mut self, k: usize) {
         let c = &mut self.cursors[k];
-        while c.pos >= c.reqs.len() {
+        while c.pos >= c.steps.len() {
             let Some(&(start, len, q)) = c.quotas.get(c.window) else {
                 return;
             };
@@ -782,19 +866,13 @@ impl Synth {
             if q == 0 {
                 continue;
             }
-            c.reqs.clear();
+            c.steps.clear();
             c.gaps.clear();
             c.times.clear();
             c.pos = 0;
             let s = &self.sampler.streams[k];
-            self.sampler.walk(
-                s,
-                &mut c.st,
-                q,
-                self.params.uniform,
-                &mut c.reqs,
-                &mut c.gaps,
-            );
+            self.sampler
+                .walk(s, &mut c.st, q, &mut c.steps, &mut c.gaps);
             place_window(
                 start,
                 len,
@@ -803,7 +881,7 @@ impl Synth {
                 self.params.intensity,
                 &mut c.times,
             );
-            c.placed += c.reqs.len();
+            c.placed += c.steps.len();
         }
         self.heap
             .push(std::cmp::Reverse((c.times[c.pos], k as u32, c.index)));
@@ -817,9 +895,12 @@ impl Iterator for Synth {
         let std::cmp::Reverse((t, k, _)) = self.heap.pop()?;
         let k = k as usize;
         let c = &mut self.cursors[k];
-        let (op, offset, size) = c.reqs[c.pos];
+        let step = c.steps[c.pos];
         c.pos += 1;
         c.index += 1;
+        let (op, offset, size) = self
+            .placer
+            .place(&self.sampler, k, step, self.params.uniform);
         let stream = self.sampler.streams[k].id;
         self.push_head(k);
         Some(Synthesized {
@@ -832,8 +913,9 @@ impl Iterator for Synth {
     }
 }
 
-/// Merges the streams' requests by time (stable: ties keep stream order), times from 0.
-fn merge_streams(parts: Vec<StreamPart>) -> Columns {
+/// Merges the streams' requests by time (stable: ties keep stream order), times from 0,
+/// placing each one's offset in that order (`place(stream position, step)`).
+fn merge_streams(parts: Vec<StreamPart>, mut place: impl FnMut(usize, Step) -> Output) -> Columns {
     let n: usize = parts.iter().map(|p| p.0.len()).sum();
     let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(n); // (time, part, index)
     for (pi, (times, _, _)) in parts.iter().enumerate() {
@@ -845,8 +927,8 @@ fn merge_streams(parts: Vec<StreamPart>) -> Columns {
     let t0 = order.first().map(|o| o.0).unwrap_or(0);
     let mut out = Columns::with_capacity(n);
     for (t, pi, j) in order {
-        let (_, reqs, id) = &parts[pi as usize];
-        let (op, off, size) = reqs[j as usize];
+        let (_, steps, id) = &parts[pi as usize];
+        let (op, off, size) = place(pi as usize, steps[j as usize]);
         out.push(t - t0, *id, op, off, size);
     }
     out
