@@ -1246,6 +1246,85 @@ mod tests {
         }
     }
 
+    /// Stream 0 writes blocks scattered over half a GiB; stream 1 reads each of them 50 requests
+    /// later: re-references only against the global history.
+    fn shared_blocks(global: bool) -> Value {
+        use crate::model::stats::{global_stack_distances, stack_distances};
+        let (mut ts, mut st, mut op, mut off) = (vec![], vec![], vec![], vec![]);
+        let block = |i: u64| (i * 7919 % 2000) * 65 * 4096;
+        for i in 0..2000u64 {
+            ts.push(2 * i as i64 * 1000);
+            st.push(0);
+            op.push(1);
+            off.push(block(i));
+            if i >= 50 {
+                ts.push((2 * i + 1) as i64 * 1000);
+                st.push(1);
+                op.push(0);
+                off.push(block(i - 50));
+            }
+        }
+        let n = ts.len();
+        let cfg = FitConfig {
+            tree: Tree::new(2, 4, 1 << 30),
+            flat: false,
+            window_ns: 1_000_000,
+            reref: true,
+        };
+        let reuse = match global {
+            true => global_stack_distances(&off, 4096),
+            false => stack_distances(&st, &off, 4096),
+        };
+        let mut f = Fitter::new(cfg);
+        f.update(&ts, &st, &op, &off, &vec![4096; n], Some(&reuse), None);
+        let mut doc = finalize(&f, "auto", *ts.last().unwrap());
+        if global {
+            doc["reuse_scope"] = "global".into();
+        }
+        doc
+    }
+
+    /// The share of stream 1's requests on a block touched before (by any stream): what a
+    /// cache both streams share sees as hits.
+    fn shared_hits(c: &Columns) -> f64 {
+        let mut seen = std::collections::HashSet::new();
+        let (mut reads, mut hits) = (0, 0);
+        for i in 0..c.len() {
+            let fresh = seen.insert(c.offset[i] / 4096);
+            if c.stream[i] == 1 {
+                reads += 1;
+                hits += !fresh as u64;
+            }
+        }
+        hits as f64 / reads as f64
+    }
+
+    #[test]
+    fn global_history_rereads_other_streams_blocks() {
+        let global = Sampler::from_json(&shared_blocks(true)).unwrap();
+        assert!(global.global_reuse);
+        let c = global.generate(&params(3950));
+        assert!(shared_hits(&c) > 0.9, "{}", shared_hits(&c));
+        // per-stream distances (older models): stream 1 never re-reads its own blocks
+        let own = Sampler::from_json(&shared_blocks(false)).unwrap();
+        assert!(!own.global_reuse);
+        let c = own.generate(&params(3950));
+        assert!(shared_hits(&c) < 0.1, "{}", shared_hits(&c));
+    }
+
+    #[test]
+    fn global_history_streams_as_generated() {
+        let s = Sampler::from_json(&shared_blocks(true)).unwrap();
+        let p = params(3950);
+        let whole = s.generate(&p);
+        assert_eq!(whole, s.generate(&p));
+        let mut c = Columns::default();
+        for r in s.clone().stream(p) {
+            c.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+        }
+        assert_eq!(c, whole);
+    }
+
     #[test]
     fn intensity_and_duration_scale_time() {
         let s = Sampler::from_json(&fitted(1, false)).unwrap();
