@@ -364,6 +364,8 @@ fn characterize_columns<'py>(
         offset: buffer_slice(&bufs.3)?,
         size: buffer_slice(&bufs.4)?,
         latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
+        seq: None,
+        run_start: None,
     };
     let params = Params {
         leaves,
@@ -444,6 +446,246 @@ fn fit_model<'py>(
         doc.to_string()
     });
     Ok(doc)
+}
+
+/// Statistics of a partitioned trace, fed one partition (canonical columns) at a time in
+/// time order; `statistics()` gives them as bytes for `merge_partitions`/`finalize_partitions`
+/// (see `model::partition`). `stream_lengths` (stream -> requests in the whole trace) is
+/// needed with `reref`, so sampled stack distances match one pass.
+#[pyclass]
+struct PartitionFit {
+    inner: crate::model::partition::PartitionFitter,
+}
+
+#[pymethods]
+impl PartitionFit {
+    #[new]
+    #[pyo3(signature = (levels, fanout, capacity, flat, window_ns, reref, stream_lengths))]
+    fn new(
+        levels: u32,
+        fanout: u32,
+        capacity: u64,
+        flat: bool,
+        window_ns: i64,
+        reref: bool,
+        stream_lengths: std::collections::HashMap<u32, u64>,
+    ) -> PyResult<Self> {
+        use crate::model::{partition::PartitionFitter, stats::FitConfig, tree::Tree};
+        if levels == 0 || fanout < 2 || (fanout as f64).powi(levels as i32) > 4e18 {
+            return Err(PyValueError::new_err(
+                "levels must be >= 1 and fanout >= 2 (fanout^levels < 4e18)",
+            ));
+        }
+        let config = FitConfig {
+            tree: Tree::new(levels, fanout, capacity),
+            flat,
+            window_ns,
+            reref,
+        };
+        let lengths = stream_lengths.into_iter().collect();
+        Ok(PartitionFit {
+            inner: PartitionFitter::new(config, lengths),
+        })
+    }
+
+    /// Adds one partition's columns (buffers: int64, uint32, uint8, uint64, uint32).
+    fn update<'py>(
+        &mut self,
+        py: Python<'py>,
+        ts_ns: &Bound<'py, PyAny>,
+        stream: &Bound<'py, PyAny>,
+        op: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let bufs = (
+            PyBuffer::<i64>::get(ts_ns)?,
+            PyBuffer::<u32>::get(stream)?,
+            PyBuffer::<u8>::get(op)?,
+            PyBuffer::<u64>::get(offset)?,
+            PyBuffer::<u32>::get(size)?,
+        );
+        let cols = (
+            buffer_slice(&bufs.0)?,
+            buffer_slice(&bufs.1)?,
+            buffer_slice(&bufs.2)?,
+            buffer_slice(&bufs.3)?,
+            buffer_slice(&bufs.4)?,
+        );
+        let inner = &mut self.inner;
+        py.detach(|| inner.update(cols.0, cols.1, cols.2, cols.3, cols.4))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// The statistics so far, as bytes.
+    fn statistics<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &crate::model::partition::encode(&self.inner.fitter))
+    }
+}
+
+fn decode_parts(parts: &[Vec<u8>]) -> PyResult<Vec<crate::model::stats::Fitter>> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            crate::model::partition::decode(b)
+                .map_err(|e| PyValueError::new_err(format!("partition statistics {i}: {e}")))
+        })
+        .collect()
+}
+
+/// Merges partitions' statistics given in order (by stream, then time) into one.
+#[pyfunction]
+fn merge_partitions<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+    use crate::model::partition::{encode, merge_ordered};
+    let fitters = decode_parts(&parts)?;
+    let merged = py
+        .detach(|| merge_ordered(&fitters).map(|f| encode(&f)))
+        .ok_or_else(|| PyValueError::new_err("no partition statistics to merge"))?;
+    Ok(PyBytes::new(py, &merged))
+}
+
+/// The model document (JSON text) of merged statistics; see `model::finalize`.
+#[pyfunction]
+fn finalize_partitions(
+    py: Python<'_>,
+    statistics: Vec<u8>,
+    iat_family: &str,
+    span_ns: i64,
+) -> PyResult<String> {
+    let fitter = decode_parts(&[statistics])?.remove(0);
+    let family = iat_family.to_string();
+    Ok(py.detach(|| crate::model::finalize::finalize(&fitter, &family, span_ns).to_string()))
+}
+
+/// Characterize counts of part of a partitioned trace, fed one partition at a time (each
+/// stream's in time order): `seq` (row in the whole trace) and `run_start` (1: does not
+/// continue the request before it in the whole trace) place a partition; `first_ts`,
+/// `last_ts`, `max_end`, `max_stream` are the whole trace's. `counts()` gives bytes for
+/// `merge_characterizations`; see `stats::partial`.
+#[pyclass]
+struct PartitionCharacterize {
+    inner: Option<crate::stats::partial::PartialCounter>,
+}
+
+#[pymethods]
+impl PartitionCharacterize {
+    #[new]
+    #[pyo3(signature = (leaves, capacity, window_ns, relaxed_threshold, first_ts, last_ts, max_end, max_stream))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        leaves: u64,
+        capacity: u64,
+        window_ns: i64,
+        relaxed_threshold: u64,
+        first_ts: i64,
+        last_ts: i64,
+        max_end: u64,
+        max_stream: u32,
+    ) -> PyResult<Self> {
+        let params = Params {
+            leaves,
+            capacity,
+            window_ns,
+            relaxed_threshold,
+        };
+        let whole = crate::stats::characterize::Whole {
+            first_ts,
+            last_ts,
+            max_end,
+            max_stream,
+        };
+        let inner = crate::stats::partial::PartialCounter::new(&params, &whole)
+            .map_err(PyValueError::new_err)?;
+        Ok(PartitionCharacterize { inner: Some(inner) })
+    }
+
+    /// Counts one partition's columns (buffers: int64, uint32, uint8, uint64, uint32, int64 or
+    /// None, uint64, uint8).
+    #[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, seq, run_start))]
+    #[allow(clippy::too_many_arguments)]
+    fn update<'py>(
+        &mut self,
+        py: Python<'py>,
+        ts_ns: &Bound<'py, PyAny>,
+        stream: &Bound<'py, PyAny>,
+        op: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+        latency_ns: Option<&Bound<'py, PyAny>>,
+        seq: &Bound<'py, PyAny>,
+        run_start: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let bufs = (
+            PyBuffer::<i64>::get(ts_ns)?,
+            PyBuffer::<u32>::get(stream)?,
+            PyBuffer::<u8>::get(op)?,
+            PyBuffer::<u64>::get(offset)?,
+            PyBuffer::<u32>::get(size)?,
+            PyBuffer::<u64>::get(seq)?,
+            PyBuffer::<u8>::get(run_start)?,
+        );
+        let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
+        let cols = TraceColumns {
+            ts_ns: buffer_slice(&bufs.0)?,
+            stream: buffer_slice(&bufs.1)?,
+            op: buffer_slice(&bufs.2)?,
+            offset: buffer_slice(&bufs.3)?,
+            size: buffer_slice(&bufs.4)?,
+            latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
+            seq: Some(buffer_slice(&bufs.5)?),
+            run_start: Some(buffer_slice(&bufs.6)?),
+        };
+        let inner = self
+            .inner
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("counts() was already taken"))?;
+        py.detach(|| inner.update(&cols))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// The counts as bytes (once: the counter is spent).
+    fn counts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let inner = self
+            .inner
+            .take()
+            .ok_or_else(|| PyValueError::new_err("counts() was already taken"))?;
+        let bytes = py.detach(|| crate::stats::partial::encode(&inner.finish()));
+        Ok(PyBytes::new(py, &bytes))
+    }
+}
+
+/// Merges parts' characterization counts (parts hold disjoint streams) into one.
+#[pyfunction]
+fn merge_characterizations<'py>(
+    py: Python<'py>,
+    parts: Vec<Vec<u8>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    use crate::stats::partial::{decode, encode, merge};
+    let merged = py
+        .detach(|| {
+            let parts = parts
+                .iter()
+                .enumerate()
+                .map(|(i, b)| decode(b).map_err(|e| format!("characterization counts {i}: {e}")))
+                .collect::<Result<Vec<_>, String>>()?;
+            merge(parts).map(|p| encode(&p))
+        })
+        .map_err(PyValueError::new_err)?;
+    Ok(PyBytes::new(py, &merged))
+}
+
+/// The summary of merged characterization counts, as `characterize_columns` returns it.
+#[pyfunction]
+fn finalize_characterization<'py>(
+    py: Python<'py>,
+    counts: Vec<u8>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use crate::stats::partial::{decode, finish};
+    let summary = py
+        .detach(|| decode(&counts).and_then(finish))
+        .map_err(PyValueError::new_err)?;
+    summary_to_py(py, &summary)
 }
 
 /// Generates a synthetic trace from a model document; returns canonical column bytes.
@@ -884,6 +1126,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_model, m)?)?;
     m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;
     m.add_function(wrap_pyfunction!(synth_model, m)?)?;
+    m.add_class::<PartitionFit>()?;
+    m.add_function(wrap_pyfunction!(merge_partitions, m)?)?;
+    m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;
+    m.add_class::<PartitionCharacterize>()?;
+    m.add_function(wrap_pyfunction!(merge_characterizations, m)?)?;
+    m.add_function(wrap_pyfunction!(finalize_characterization, m)?)?;
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;
     m.add_class::<EngineRun>()?;
     m.add_function(wrap_pyfunction!(io_uring_available, m)?)?;

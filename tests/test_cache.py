@@ -65,6 +65,17 @@ def test_hits_equal_libcachesim(policy: str, blocks: np.ndarray, lcs_trace: str)
     assert ours == theirs
 
 
+def test_s3fifo_tiny_caches_differ_from_libcachesim_on_purpose(tmp_path: Path) -> None:
+    # Below 20 blocks libCacheSim's S3-FIFO has a one-block small queue and admits nothing;
+    # ours keeps caching (src/sim/cache/s3fifo.rs). From 20 blocks on, both agree.
+    stream = np.array([1, 1, 1, 2, 2, 3, 3, 3, 1, 1] * 100, dtype=np.uint64)
+    path = str(cache.write_libcachesim(stream, tmp_path / "tiny.bin"))
+    assert libcachesim_hits(path, "s3fifo", 10) == 0
+    assert cache.simulate(stream, "s3fifo", 10 * 4096)["hits"] == 997
+    assert libcachesim_hits(path, "s3fifo", 20) == 997
+    assert cache.simulate(stream, "s3fifo", 20 * 4096)["hits"] == 997
+
+
 def test_hit_counts_pinned(blocks: np.ndarray) -> None:
     # The libCacheSim-checked numbers, pinned so a regression shows without libCacheSim.
     expected = {

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 from browser import Browser
+from conftest import TRACES
 from typer.testing import CliRunner
 
 from iotwin.characterize import characterize
@@ -31,6 +32,8 @@ from iotwin.report.sections.mrc import cache_blocks, curves
 from iotwin.report.sections.runs import binned
 from iotwin.trace import Trace, TraceMeta, read_parquet_trace, write_trace
 from iotwin.validate import validate
+
+runner = CliRunner()
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "pgbench.parquet"
@@ -115,10 +118,23 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def whatif_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Hand-made what-if documents of the documented shapes, and `whatif levels` and
+    `whatif stress` as the CLI writes them (TPC-C, simulated 7,200 rpm disk)."""
     out = tmp_path_factory.mktemp("whatif")
     for kind, doc in WHATIF.items():
         (out / f"{kind}.json").write_text(json.dumps(doc))
     (out / "sim.json").write_text(json.dumps(SIM))
+    tpcc = str(TRACES / "tpcc_small.disksim")
+    model = out / "tpcc-model.json"
+    for args in (
+        ["whatif", "levels", tpcc, "--max-levels", "2", "-o", str(out / "levels.json")],
+        ["fit", tpcc, "-o", str(model)],
+        ["whatif", "stress", str(model), "--device", "hdd-7200", "--ramp", "0.001,0.004",
+         "-o", str(out / "stress.json")],
+    ):  # fmt: skip
+        run = runner.invoke(app, args)
+        assert run.exit_code == 0, run.output
+    model.unlink()  # only the what-ifs belong in this directory
     return out
 
 
@@ -215,14 +231,17 @@ def test_window_rates_and_cdf_by_hand() -> None:
 def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "w.html"
     result = build_report([whatif_dir], out)
-    assert result.sections == ["inputs", "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
+    assert result.sections == [
+        "inputs", "sim", "whatif-intensity", "whatif-cache", "whatif-defrag", "whatif-levels",
+        "whatif-stress",
+    ]  # fmt: skip
     html = out.read_text()
-    assert html.count('<svg role="img"') == 3
+    assert html.count('<svg role="img"') == 5
     for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the workload", "<b>2.50x</b>", "75.0 %", "420"):
         assert cell in html, cell
     sim_row = '<td>pgbench.parquet (original)</td><td>hdd-7200</td><td class="num">2x</td>'
     assert sim_row in html.replace(' class=""', "") and ">512</td>" in html and ">88 %</td>" in html
-    assert set(WHATIF_SECTIONS) == {*WHATIF, "sim"}
+    assert set(WHATIF_SECTIONS) == {*WHATIF, "sim", "whatif-levels", "whatif-stress"}
 
 
 @pytest.mark.parametrize(
@@ -292,7 +311,14 @@ def test_page_in_headless_chromium(inputs: Path, whatif_dir: Path) -> None:
         width, height = browser.screenshot(shot)
     assert browser.errors == []
     ids = [s["id"] for s in found]
-    assert ids == [*CORE_SECTIONS, "sim", "whatif-intensity", "whatif-cache", "whatif-defrag"]
+    whatifs = [
+        "whatif-intensity",
+        "whatif-cache",
+        "whatif-defrag",
+        "whatif-levels",
+        "whatif-stress",
+    ]
+    assert ids == [*CORE_SECTIONS, "sim", *whatifs]
     assert len(ids) == len(SECTIONS)
     figures = {s["id"]: s["figures"] for s in found}
     for sid in set(ids) - {"inputs", "characterization", "validation", "sim"}:
@@ -331,3 +357,24 @@ def test_untimed_trace_has_no_rates(tmp_path: Path) -> None:
     html = (tmp_path / "u.html").read_text()
     assert "request number (untimed trace)" in html and "no inter-arrival times" in html
     assert '<td class="">requests</td><td class="num">400</td>' in html
+
+
+def test_levels_and_stress_sections_from_real_runs(traces: Path, tmp_path: Path) -> None:
+    """`whatif levels` and `whatif stress` written by the CLI itself, on the TPC-C trace:
+    their sections show the measured values (the chosen level, the ramp's intensities)."""
+    trace = str(traces / "tpcc_small.disksim")
+    levels, stress, model = tmp_path / "levels.json", tmp_path / "stress.json", tmp_path / "m.json"
+    run = runner.invoke(app, ["whatif", "levels", trace, "--max-levels", "2", "-o", str(levels)])
+    assert run.exit_code == 0, run.output
+    assert runner.invoke(app, ["fit", trace, "-o", str(model)]).exit_code == 0
+    ramp = ["--ramp", "0.001,0.004", "--device", "hdd-7200"]
+    run = runner.invoke(app, ["whatif", "stress", str(model), *ramp, "-o", str(stress)])
+    assert run.exit_code == 0, run.output
+    out = tmp_path / "r.html"
+    build_report([levels, stress], out)
+    html = out.read_text()
+    lv = json.loads(levels.read_text())
+    assert 'id="whatif-levels"' in html and f"{lv['chosen']} (chosen)" in html
+    assert f"{lv['original']['mean_ms']:.3g} ms" in html
+    assert 'id="whatif-stress"' in html and "0.004x" in html
+    assert html.count("<svg") >= 2

@@ -48,6 +48,22 @@ ReaderOpt = Annotated[
 ]
 
 
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Run on Dask: local[:N] (N worker processes) or a scheduler address "
+        "tcp://HOST:PORT. Needs a partitioned dataset (ingest --partition-by).",
+    ),
+]
+ClusterTimeoutOpt = Annotated[
+    float, typer.Option("--cluster-timeout", help="Seconds to wait for the Dask scheduler.")
+]
+RetriesOpt = Annotated[
+    int, typer.Option("--retries", help="Times Dask retries a failed partition task.")
+]
+
+
 def reader_options(stream_by: str | None, skip_bad: bool, opt: list[str] | None) -> ReadOptions:
     extra: dict[str, str] = {}
     for item in opt or []:
@@ -98,18 +114,61 @@ def ingest(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    partition_by: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-by",
+            help="Write a partitioned dataset directory instead of one file: 'stream' or "
+            "'stream,time' (see docs/distributed.md).",
+        ),
+    ] = None,
+    partition_rows: Annotated[
+        int | None,
+        typer.Option("--partition-rows", help="Most requests per partition (default 4Mi)."),
+    ] = None,
+    partition_window: Annotated[
+        str | None,
+        typer.Option(
+            "--partition-window",
+            help="With --partition-by stream,time: cut every stream at this trace time (10m, 1h).",
+        ),
+    ] = None,
 ) -> None:
     """Convert a trace to the canonical Parquet form (streaming, bounded memory)."""
     from .ingest import ingest as run_ingest
+    from .ingest import ingest_dataset
 
     opts = reader_options(stream_by, skip_bad, opt)
+    window_ns = _partitioning(partition_by, partition_rows, partition_window)
     with console.status(f"ingesting {trace} ..."):
-        result = run_ingest(trace, output, format, opts)
+        if partition_by is None:
+            result = run_ingest(trace, output, format, opts)
+        else:
+            result = ingest_dataset(trace, output, format, opts, partition_rows, window_ns)
+    parts = result.info.get("partitions")
     console.print(
         f"[green]wrote[/green] {result.output}: {result.requests:,} requests, "
-        f"{result.streams:,} streams, format {result.format}, {result.seconds:.2f} s"
+        f"{result.streams:,} streams"
+        + (f" in {parts:,} partitions" if parts is not None else "")
+        + f", format {result.format}, {result.seconds:.2f} s"
     )
     report_skipped(result.skipped, result.skipped_examples)
+
+
+def _partitioning(partition_by: str | None, rows: int | None, window: str | None) -> int | None:
+    """Checks the partitioning options; returns the time window in ns (None: by rows)."""
+    if partition_by is None:
+        if rows is not None or window is not None:
+            raise IotwinError("--partition-rows and --partition-window need --partition-by")
+        return None
+    keys = [k.strip() for k in partition_by.split(",") if k.strip()]
+    if keys not in (["stream"], ["stream", "time"]):
+        raise IotwinError(f"--partition-by '{partition_by}': expected 'stream' or 'stream,time'")
+    if window is None:
+        return None
+    if "time" not in keys:
+        raise IotwinError("--partition-window needs --partition-by stream,time")
+    return int(parse_duration(window, "--partition-window") * 1e9)
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -207,15 +266,33 @@ def characterize(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    cluster: ClusterOpt = None,
+    cluster_timeout: ClusterTimeoutOpt = 10.0,
+    retries: RetriesOpt = 2,
 ) -> None:
     """Per-stream characterization: I/O features, locality, sequentiality, stream types."""
     import json
+    from contextlib import nullcontext
+    from functools import partial
 
     from .characterize import characterize as run_characterize
     from .characterize import render
+    from .dataset import is_dataset
 
     opts = reader_options(stream_by, skip_bad, opt)
     window_s = parse_duration(window)
+    if is_dataset(trace):
+        from .distributed import characterize_dataset
+
+        run_characterize = partial(  # type: ignore[assignment]
+            _on_dataset, characterize_dataset, cluster=cluster, timeout_s=cluster_timeout,
+            retries=retries, show_progress=not json_out,
+        )  # fmt: skip
+    elif cluster is not None:
+        raise IotwinError(
+            "--cluster characterizes a partitioned dataset "
+            "(iotwin ingest --partition-by stream,time)"
+        )
     if json_out:
         result = run_characterize(
             trace, levels=levels, fanout=fanout, window_s=window_s,
@@ -223,12 +300,29 @@ def characterize(
         )  # fmt: skip
         sys.stdout.write(json.dumps(result, allow_nan=False) + "\n")
         return
-    with console.status(f"characterizing {trace} ..."):
+    # a dataset shows a progress bar instead (rich keeps one live display at a time)
+    status = nullcontext() if is_dataset(trace) else console.status(f"characterizing {trace} ...")
+    with status:
         result = run_characterize(
             trace, levels=levels, fanout=fanout, window_s=window_s,
             relaxed_threshold=relaxed_threshold, format=format, opts=opts,
         )  # fmt: skip
     render(result, console)
+
+
+def _on_dataset(run, path: Path, *, show_progress: bool, format=None, opts=None, **kw):
+    """Runs a dataset command (`run(path, progress=..., **kw)`) with a progress bar of
+    requests done; reader options do not apply to a dataset."""
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from .dataset import open_dataset
+
+    total = open_dataset(path).requests
+    where = "in-process" if kw.get("cluster") is None else f"on {kw['cluster']}"
+    columns = (*Progress.get_default_columns()[:2], MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True, disable=not show_progress) as bar:
+        task = bar.add_task(f"{run.__name__.split('_')[0]} {where}", total=total)
+        return run(path, progress=lambda rows: bar.advance(task, rows), **kw)
 
 
 def report_skipped(skipped: int, examples: list[str]) -> None:
@@ -296,13 +390,29 @@ def fit(
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
+    cluster: ClusterOpt = None,
+    cluster_timeout: ClusterTimeoutOpt = 10.0,
+    retries: RetriesOpt = 2,
 ) -> None:
     """Fit the hierarchical Markov model of a trace and write it as JSON."""
+    from .dataset import is_dataset
     from .levels import sweep
     from .model import fit as fit_model
 
-    t = _load(trace, format, stream_by, skip_bad, opt)
     window_s = parse_duration(window) if window else None
+    if is_dataset(trace) and levels != "auto" and not types:
+        model = _fit_dataset(
+            trace, _levels(levels), fanout, flat, window_s, iat, reref,
+            cluster, cluster_timeout, retries,
+        )  # fmt: skip
+        _report_fit(model, output, types)
+        return
+    if cluster is not None:
+        raise IotwinError(
+            "--cluster fits a partitioned dataset (iotwin ingest --partition-by stream,time), "
+            "with a number of --levels and without --types"
+        )
+    t = _load(trace, format, stream_by, skip_bad, opt)
     if levels == "auto":
         with err_console.status("sweeping levels 1..8 (fit, synthesize, validate) ..."):
             chosen, points = sweep(
@@ -332,13 +442,9 @@ def fit(
             {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
         ]
     else:
-        try:
-            n_levels = int(levels)
-        except ValueError:
-            raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
         model = fit_model(
             t,
-            levels=n_levels,
+            levels=_levels(levels),
             fanout=fanout,
             flat=flat,
             window_s=window_s,
@@ -346,6 +452,39 @@ def fit(
             reref=reref,
             types=types,
         )
+    _report_fit(model, output, types)
+
+
+def _levels(levels: str) -> int:
+    try:
+        return int(levels)
+    except ValueError:
+        raise IotwinError(f"--levels '{levels}': expected a number or 'auto'") from None
+
+
+def _fit_dataset(
+    path: Path,
+    levels: int,
+    fanout: int,
+    flat: bool,
+    window_s: float | None,
+    iat: str,
+    reref: bool,
+    cluster: str | None,
+    timeout_s: float,
+    retries: int,
+):
+    """Fits a partitioned dataset in-process or on a Dask cluster, with a progress bar."""
+    from .distributed import fit_dataset
+
+    return _on_dataset(
+        fit_dataset, path, show_progress=True, levels=levels, fanout=fanout, flat=flat,
+        window_s=window_s, iat=iat, reref=reref, cluster=cluster, timeout_s=timeout_s,
+        retries=retries,
+    )  # fmt: skip
+
+
+def _report_fit(model, output: Path, types: bool) -> None:
     model.save(output)
     if types:
         for ty in model.doc["types"]:
@@ -360,14 +499,42 @@ def fit(
 
 @app.command()
 def show(
-    model: Annotated[Path, typer.Argument(help="Model JSON.")],
+    model: Annotated[Path, typer.Argument(help="Model JSON, or a partitioned dataset.")],
     top: Annotated[int, typer.Option("--top", help="How many transitions to list.")] = 10,
 ) -> None:
-    """Print a model the way the paper reads: levels, transitions, weights, phases."""
+    """Print a model the way the paper reads: levels, transitions, weights, phases (or what a
+    partitioned dataset holds)."""
+    from .dataset import is_dataset
     from .model import Model
     from .show import render
 
+    if is_dataset(model):
+        _show_dataset(model, top)
+        return
     render(Model.load(model), console, top)
+
+
+def _show_dataset(path: Path, top: int) -> None:
+    """A partitioned dataset's manifest: totals and its largest streams."""
+    from .dataset import open_dataset
+
+    ds = open_dataset(path)
+    lengths = ds.stream_lengths()
+    parts: dict[int, int] = {}
+    for p in ds.partitions:
+        parts[p.stream] = parts.get(p.stream, 0) + 1
+    size = sum(ds.file(p).stat().st_size for p in ds.partitions if ds.file(p).exists())
+    console.print(
+        f"dataset {path}: {ds.requests:,} requests, {len(lengths):,} streams, "
+        f"{len(ds.partitions):,} partitions, {size / 2**20:,.1f} MiB, span "
+        f"{ds.span_ns / 1e9:,.3f} s, from {ds.meta.source} ({ds.meta.format})"
+    )
+    table = Table(title=f"Largest streams (top {top})")
+    for col in ("stream", "name", "requests", "partitions"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for sid, n in sorted(lengths.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
+        table.add_row(str(sid), ds.meta.stream_name(sid), f"{n:,}", f"{parts[sid]:,}")
+    console.print(table)
 
 
 @app.command()
@@ -720,8 +887,108 @@ def report(
     console.print(f"open file://{result.output.resolve()}", highlight=False, soft_wrap=True)
 
 
-export_app = typer.Typer(help="Export a model or trace for other tools.", no_args_is_help=True)
+export_app = typer.Typer(
+    help="Export a model or trace for other tools (fio, DiskSpd, Vdbench).",
+    no_args_is_help=True,
+    invoke_without_command=True,
+)
 app.add_typer(export_app, name="export")
+
+
+def _list_exporters() -> None:
+    from .exporters import EXPORTERS
+
+    table = Table(title="Exporters")
+    table.add_column("name", style="bold")
+    table.add_column("suffix")
+    table.add_column("what it writes")
+    for e in EXPORTERS.values():
+        table.add_row(e.name, e.suffix, e.about)
+    console.print(table)
+
+
+@export_app.callback()
+def export_options(
+    ctx: typer.Context,
+    list_: Annotated[bool, typer.Option("--list", help="List the exporters and exit.")] = False,
+) -> None:
+    """Export a model or trace for other tools (fio, DiskSpd, Vdbench)."""
+    if list_:
+        _list_exporters()
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        console.print(ctx.get_help())
+        raise typer.Exit()
+
+
+@export_app.command("list")
+def export_list() -> None:
+    """List the exporters."""
+    _list_exporters()
+
+
+def _export_tool(name: str) -> None:
+    """Registers `iotwin export NAME MODEL -o FILE [...]` for one job-file exporter."""
+
+    def command(
+        model: Annotated[Path, typer.Argument(help="Model JSON.")],
+        output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")],
+        runtime: Annotated[
+            str, typer.Option("--runtime", help="Run length written into the job (60, 10m).")
+        ] = "60",
+        directory: Annotated[
+            str, typer.Option("--dir", help="Directory of the tool's target files.")
+        ] = ".",
+        size: Annotated[
+            str | None,
+            typer.Option("--size", help="Block-level models: target size (default the capacity)."),
+        ] = None,
+        direct: Annotated[
+            bool | None,
+            typer.Option(
+                "--direct/--buffered",
+                help="O_DIRECT or the page cache (default: direct for block-level models, "
+                "buffered for file-level ones, as the application did).",
+            ),
+        ] = None,
+        ioengine: Annotated[str, typer.Option("--ioengine", help="fio ioengine.")] = "psync",
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the features' trace.")] = 0,
+        intensity: Annotated[float, typer.Option("--intensity", help="Rate multiplier.")] = 1.0,
+        max_jobs: Annotated[
+            int,
+            typer.Option("--max-jobs", help="Units (files/streams) kept apart; the rest pooled."),
+        ] = 64,
+    ) -> None:
+        from .exporters import ExportOptions, exporter
+        from .model import Model
+
+        if max_jobs < 1:
+            raise IotwinError("--max-jobs must be at least 1")
+        if not intensity > 0:
+            raise IotwinError("--intensity must be positive")
+        options = ExportOptions(
+            runtime_s=max(1, round(parse_duration(runtime, "--runtime"))),
+            directory=directory,
+            size=_parse_size(size),
+            direct=direct,
+            ioengine=ioengine,
+            seed=seed,
+            intensity=intensity,
+            max_jobs=max_jobs,
+        )
+        m = Model.load(model)
+        with err_console.status(f"exporting to {name} ..."):
+            summary = exporter(name).write(m, output, options)
+        console.print(f"[green]wrote[/green] {output}: {summary}")
+
+    from .exporters import EXPORTERS
+
+    command.__doc__ = EXPORTERS[name].about[0].upper() + EXPORTERS[name].about[1:] + "."
+    export_app.command(name)(command)
+
+
+for _tool in ("fio", "diskspd", "vdbench"):
+    _export_tool(_tool)
 
 
 @export_app.command("fio-iolog")
@@ -742,7 +1009,7 @@ def export_fio_iolog(
 ) -> None:
     """A fio iolog v3 of the schedule iotwin runs (replay with fio --read_iolog and
     --replay_redirect=PATH)."""
-    from . import engine as eng
+    from .exporters import ExportOptions, exporter
     from .model import Model
     from .trace import is_canonical_parquet
 
@@ -750,14 +1017,59 @@ def export_fio_iolog(
         src = Model.load(source)
     else:
         src = _load(source, None, None)
+    options = ExportOptions(
+        requests=requests, seed=seed, intensity=intensity, size=_parse_size(size), direct=direct
+    )
     with err_console.status("building the schedule ..."):
-        df, target = eng.schedule_for_export(
-            src, requests, size=_parse_size(size), direct=direct, seed=seed, intensity=intensity
-        )
-        eng.write_fio_iolog(df, output)
+        summary = exporter("fio-iolog").write(src, output, options)
+    console.print(f"[green]wrote[/green] {output}: {summary}")
+
+
+@app.command()
+def extrapolate(
+    points: Annotated[
+        list[str],
+        typer.Argument(help="Traces of the application at several user counts: TRACE@USERS."),
+    ],
+    to: Annotated[int, typer.Option("--to", help="Users to predict the workload at.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Model JSON at --to users.")],
+    fio: Annotated[
+        Path | None, typer.Option("--fio", help="Also write the fio job of that model here.")
+    ] = None,
+    levels: Annotated[
+        int | None,
+        typer.Option("--levels", help="Model levels (default: 1 MiB leaves for file-level)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the resampled trace.")] = 0,
+    top: Annotated[int, typer.Option("--top", help="Units (files/streams) in the table.")] = 10,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the fits as JSON instead of a table.")
+    ] = False,
+) -> None:
+    """Fit each file's (or stream's) features across user counts with linear, logarithmic,
+    power and exponential forms (chosen by R², seed 004) and write the model at --to users."""
+    import json
+
+    from .extrapolate import extrapolate as run_extrapolate
+    from .extrapolate import parse_point, render
+
+    parsed = [parse_point(p) for p in points]
+    with err_console.status("reading traces and fitting ..."):
+        result = run_extrapolate(parsed, to, seed=seed, levels=levels)
+        result.model.save(output)
+    if fio is not None:
+        from .exporters import ExportOptions, exporter
+
+        exporter("fio").write(result.model, fio, ExportOptions(seed=seed))
+    if json_out:
+        sys.stdout.write(json.dumps(result.to_json(), allow_nan=False) + "\n")
+        return
+    render(result, console, top)
+    m = result.model
     console.print(
-        f"[green]wrote[/green] {output}: {df.height:,} requests for a {target:,}-byte target "
-        f"(fio --read_iolog={output} --replay_redirect=TARGET)"
+        f"[green]wrote[/green] {output}: model at {to} users, {m.doc['requests']:,} requests "
+        f"over {m.doc['span_ns'] / 1e9:,.1f} s, {m.doc['levels']} levels"
+        + (f"; fio job {fio}" if fio else "")
     )
 
 

@@ -9,7 +9,9 @@ metadata.
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -201,6 +203,48 @@ def ingest(
     )
 
 
+def ingest_dataset(
+    src: str | Path,
+    out: str | Path,
+    format_name: str | None = None,
+    opts: ReadOptions | None = None,
+    partition_rows: int | None = None,
+    partition_window_ns: int | None = None,
+) -> IngestResult:
+    """Converts a raw trace to a partitioned dataset (see `dataset.py`): the canonical trace is
+    streamed to a temporary Parquet file beside `out` (with every check `ingest` makes), then
+    split by stream and time a row group at a time, so memory stays bounded throughout. A
+    canonical Parquet trace is split directly."""
+    from .dataset import write_dataset
+
+    started = time.perf_counter()
+    src, out = Path(src), Path(out)
+    if format_name in (None, "parquet") and src.is_file() and is_canonical_parquet(src):
+        ds = write_dataset(src, out, partition_rows, partition_window_ns)  # already canonical
+        return IngestResult(
+            output=out,
+            format=ds.meta.format,
+            requests=ds.requests,
+            streams=len(ds.stream_lengths()),
+            skipped=0,
+            seconds=time.perf_counter() - started,
+            info={"partitions": len(ds.partitions)},
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".canonical.parquet", dir=out.parent)
+    os.close(fd)
+    staged = Path(name)
+    try:
+        result = ingest(src, staged, format_name, opts)
+        ds = write_dataset(staged, out, partition_rows, partition_window_ns)
+    finally:
+        staged.unlink(missing_ok=True)
+    result.output = out
+    result.info = {**result.info, "partitions": len(ds.partitions)}
+    result.seconds = time.perf_counter() - started
+    return result
+
+
 COMPRESSION = "lz4"  # fast to write and read; the trace stays smaller than its CSV
 
 
@@ -322,6 +366,10 @@ def load_trace(
     src = Path(src)
     if format_name in (None, "parquet") and src.is_file() and is_canonical_parquet(src):
         return read_parquet_trace(src)
+    if format_name in (None, "dataset") and src.is_dir():
+        from .dataset import open_dataset
+
+        return open_dataset(src).to_trace()
     opts = opts or ReadOptions()
     with open_scan(src, format_name, opts) as (fmt, path, scan, frame):
         with reading_errors(fmt, src, path, opts):

@@ -28,7 +28,12 @@ def file_layout(trace: Trace) -> list[dict[str, Any]]:
         .sort("file")
     )
     ends = dict(zip(touched["file"].to_list(), touched["end"].to_list(), strict=True))
-    known = {int(f["id"]): f for f in trace.meta.files}
+    return layout_from_ends(ends, trace.meta.files)
+
+
+def layout_from_ends(ends: dict[int, int], files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The layout given the furthest byte touched in each file and the file table."""
+    known = {int(f["id"]): f for f in files}
     layout, base = [], 0
     for fid in sorted(set(ends) | set(known)):
         info = known.get(fid, {})

@@ -162,20 +162,11 @@ def fit(
 ) -> Model:
     """Fits the hierarchical (or flat) model to a canonical trace. With `types`, streams are
     classified (seed 000 Table II) and one sub-model per type is fitted, with its count."""
-    if iat not in IAT_FAMILIES:
-        raise IotwinError(f"--iat '{iat}': expected one of {', '.join(IAT_FAMILIES)}")
-    if levels < 1 or fanout < 2 or fanout**levels > 2**40:
-        raise IotwinError("--levels must be >= 1 and --fanout >= 2 with fanout^levels <= 2^40")
+    check_settings(iat, levels, fanout)
     if trace.df.height == 0:
         raise IotwinError("cannot fit a model to an empty trace")
     started = time.perf_counter()
-    if trace.df.height < fanout**levels:
-        warnings.warn(
-            f"the trace has {trace.df.height:,} requests for {fanout**levels:,} states "
-            f"({levels} levels, fanout {fanout}): fitting what is there; many states stay empty",
-            ShortTraceWarning,
-            stacklevel=2,
-        )
+    warn_if_short(trace.df.height, levels, fanout)
     type_of = stream_types(trace) if types else None
     # streams that are devices or volumes have address spaces of their own; others (processes,
     # threads over files) share one, so a block one reads may be another's re-reference
@@ -202,30 +193,62 @@ def fit(
         global_reuse=reref and shared_space,
     )
     doc = json.loads(doc_text)
-    if type_of is None:
-        for s in doc["streams"]:
-            s["name"] = trace.meta.stream_name(s["id"])
-    else:
+    if type_of is not None:
         labels = sorted(set(type_of.values()))
         for s in doc["streams"]:
             s["name"] = s["type"] = labels[s["id"]]
         doc["types"] = [
             {"type": s["type"], "count": s["count"], "weight": s["weight"]} for s in doc["streams"]
         ]
-    doc["source"] = {
-        "path": trace.meta.source,
-        "format": trace.meta.format,
-        "stream_by": trace.meta.stream_by,
-        "timed": trace.meta.timed,
-        "capacity_known": trace.meta.capacity is not None,
-    }
     tick = coarse_clock_ns(trace.numpy("ts_ns", np.int64)) if trace.meta.timed else None
-    if tick is not None:
-        doc["source"]["clock_ns"] = tick
+    return describe(doc, trace.meta, layout, started, iat, tick, named=type_of is None)
+
+
+def describe(
+    doc: dict[str, Any],
+    meta: TraceMeta,
+    layout: list[dict[str, Any]] | None,
+    started: float,
+    iat: str,
+    clock_ns: int | None = None,
+    named: bool = True,
+) -> Model:
+    """Adds stream names, provenance and the file layout to a finalised model document and
+    checks it. `meta` is the trace's metadata on the virtual device (see `on_virtual_device`),
+    `clock_ns` the tick of its coarse clock (`trace.coarse_clock_ns`)."""
+    if named:
+        for s in doc["streams"]:
+            s["name"] = meta.stream_name(s["id"])
+    doc["source"] = {
+        "path": meta.source,
+        "format": meta.format,
+        "stream_by": meta.stream_by,
+        "timed": meta.timed,
+        "capacity_known": meta.capacity is not None,
+    }
+    if clock_ns is not None:
+        doc["source"]["clock_ns"] = clock_ns
     if layout is not None:
         doc["files"] = layout
     doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}
     return Model.from_doc(doc, "fitted model")
+
+
+def check_settings(iat: str, levels: int, fanout: int) -> None:
+    if iat not in IAT_FAMILIES:
+        raise IotwinError(f"--iat '{iat}': expected one of {', '.join(IAT_FAMILIES)}")
+    if levels < 1 or fanout < 2 or fanout**levels > 2**40:
+        raise IotwinError("--levels must be >= 1 and --fanout >= 2 with fanout^levels <= 2^40")
+
+
+def warn_if_short(requests: int, levels: int, fanout: int) -> None:
+    if requests < fanout**levels:
+        warnings.warn(
+            f"the trace has {requests:,} requests for {fanout**levels:,} states "
+            f"({levels} levels, fanout {fanout}): fitting what is there; many states stay empty",
+            ShortTraceWarning,
+            stacklevel=3,
+        )
 
 
 def stream_types(trace: Trace) -> dict[int, str]:

@@ -5,6 +5,7 @@
 pub mod dist;
 pub mod finalize;
 pub mod hist;
+pub mod partition;
 pub mod sample;
 pub mod stats;
 pub mod tree;

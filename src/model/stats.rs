@@ -440,9 +440,13 @@ pub fn stack_distances(stream: &[u32], offset: &[u64], block: u64) -> Vec<u32> {
         by_stream.entry(s).or_default().push(i);
     }
     for idx in by_stream.values() {
-        let threshold =
-            (SAMPLE_SPACE * EXACT_REQUESTS as u64 / idx.len().max(1) as u64).min(SAMPLE_SPACE);
-        stream_distances(idx, offset, block, threshold, &mut out);
+        stream_distances(
+            idx,
+            offset,
+            block,
+            sample_threshold(idx.len() as u64),
+            &mut out,
+        );
     }
     out
 }
@@ -462,30 +466,67 @@ pub fn global_stack_distances(offset: &[u64], block: u64) -> Vec<u32> {
 }
 
 fn stream_distances(idx: &[usize], offset: &[u64], block: u64, threshold: u64, out: &mut [u32]) {
-    let scale = SAMPLE_SPACE as f64 / threshold.max(1) as f64;
-    let mut fen = Fenwick::new(idx.len());
-    // block -> position among the sampled accesses (u32::MAX: not in the sample)
-    let mut last: FxHashMap<u64, u32> = FxHashMap::default();
-    let mut sampled = 0usize;
+    let mut tracker = StackTracker::new(idx.len(), threshold);
     for &i in idx {
-        let b = offset[i] / block;
-        let in_sample = threshold >= SAMPLE_SPACE || splitmix64(b) % SAMPLE_SPACE < threshold;
-        let pos = if in_sample { sampled as u32 } else { u32::MAX };
-        match last.insert(b, pos) {
-            Some(u32::MAX) => out[i] = REUSE_UNSAMPLED,
+        out[i] = tracker.next(offset[i] / block);
+    }
+}
+
+/// The sampling threshold `stack_distances` uses for a stream of `requests` requests.
+pub fn sample_threshold(requests: u64) -> u64 {
+    (SAMPLE_SPACE * EXACT_REQUESTS as u64 / requests.max(1)).min(SAMPLE_SPACE)
+}
+
+/// LRU stack distances of one stream's block accesses, fed one at a time, so a stream split
+/// into time partitions gets the very distances one pass over it gives.
+#[derive(Debug, Clone)]
+pub struct StackTracker {
+    fen: Fenwick,
+    /// block -> position among the sampled accesses (u32::MAX: not in the sample)
+    last: FxHashMap<u64, u32>,
+    sampled: usize,
+    threshold: u64,
+    scale: f64,
+}
+
+impl StackTracker {
+    /// A tracker for a stream of (at most) `requests` accesses, sampling as `stack_distances`.
+    pub fn new(requests: usize, threshold: u64) -> StackTracker {
+        StackTracker {
+            fen: Fenwick::new(requests),
+            last: FxHashMap::default(),
+            sampled: 0,
+            threshold,
+            scale: SAMPLE_SPACE as f64 / threshold.max(1) as f64,
+        }
+    }
+
+    /// The distance of an access to block `b` (u32::MAX: first touch).
+    pub fn next(&mut self, b: u64) -> u32 {
+        let in_sample =
+            self.threshold >= SAMPLE_SPACE || splitmix64(b) % SAMPLE_SPACE < self.threshold;
+        let pos = if in_sample {
+            self.sampled as u32
+        } else {
+            u32::MAX
+        };
+        let d = match self.last.insert(b, pos) {
+            Some(u32::MAX) => REUSE_UNSAMPLED,
             Some(prev) => {
                 // sampled blocks touched after prev: marks strictly between prev and now
                 let prev = prev as usize;
-                let d = (fen.prefix(sampled) - fen.prefix(prev + 1)) as f64 * scale;
-                out[i] = (d as u64).min(REUSE_UNSAMPLED as u64 - 1) as u32;
-                fen.add(prev, -1);
+                let d =
+                    (self.fen.prefix(self.sampled) - self.fen.prefix(prev + 1)) as f64 * self.scale;
+                self.fen.add(prev, -1);
+                (d as u64).min(REUSE_UNSAMPLED as u64 - 1) as u32
             }
-            None => {}
-        }
+            None => u32::MAX,
+        };
         if in_sample {
-            fen.add(sampled, 1);
-            sampled += 1;
+            self.fen.add(self.sampled, 1);
+            self.sampled += 1;
         }
+        d
     }
 }
 

@@ -17,6 +17,12 @@ pub struct TraceColumns<'a> {
     pub offset: &'a [u64],
     pub size: &'a [u32],
     pub latency_ns: Option<&'a [i64]>,
+    /// Each request's row in the whole trace, when these columns are a part of it (one
+    /// stream of a partitioned dataset): interference counts the rows in between.
+    pub seq: Option<&'a [u64]>,
+    /// Whether each request starts a run in the whole trace (1: it does not continue the
+    /// request before it), when these columns are a part of it.
+    pub run_start: Option<&'a [u8]>,
 }
 
 /// What the caller chooses.
@@ -147,6 +153,12 @@ fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
     if let Some(l) = cols.latency_ns {
         lens.push(("latency_ns", l.len()));
     }
+    if let Some(q) = cols.seq {
+        lens.push(("seq", q.len()));
+    }
+    if let Some(r) = cols.run_start {
+        lens.push(("run_start", r.len()));
+    }
     for (name, len) in lens {
         if len != n {
             return Err(format!("column {name} has {len} values, ts_ns has {n}"));
@@ -198,7 +210,7 @@ impl Extent {
 /// windows of `width` ns, the last one stretched to the end; or, for spans shorter than
 /// `MIN_WINDOWS` widths, `MIN_WINDOWS` equal windows (boundaries ceil(i * span / 10)).
 #[derive(Debug, Clone, Copy)]
-struct WindowGrid {
+pub struct WindowGrid {
     span: u64,
     count: u64,
     /// Window i starts at ceil(i * den / num).
@@ -295,7 +307,7 @@ impl Slots {
 /// Per-stream state while the pass runs.
 struct Acc {
     stats: StreamStats,
-    last_index: usize,
+    last_index: u64,
     last_end: u64,
     /// (window, requests) in time order, one entry per window the stream is active in.
     windows: Vec<(u64, u64)>,
@@ -361,12 +373,18 @@ pub fn size_bucket(size: u32) -> usize {
 
 struct Pass<'a> {
     cols: &'a TraceColumns<'a>,
+    grid: Option<&'a WindowGrid>,
+    t: Tally,
+}
+
+/// A pass's counters, apart from the columns it reads: a stream's parts carry them from one
+/// to the next (`PartCounter`).
+struct Tally {
     threshold: u64,
     capacity: u64,
     first_ts: i64,
     leaves: usize,
     ranges: Ranges,
-    grid: Option<&'a WindowGrid>,
     slots: Slots,
     accs: Vec<Acc>,
     window_counts: Vec<u64>,
@@ -388,19 +406,8 @@ impl<'a> Pass<'a> {
     ) -> Pass<'a> {
         Pass {
             cols,
-            threshold: params.relaxed_threshold,
-            capacity,
-            first_ts: extent.first_ts,
-            leaves: params.leaves as usize,
-            ranges: Ranges::new(params.leaves, capacity),
             grid,
-            slots: Slots::new(extent.max_stream),
-            accs: Vec::new(),
-            window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
-            small_sizes: vec![0; SMALL_SIZES],
-            size_counts: FxHashMap::default(),
-            size_log2: vec![0; SIZE_BUCKETS],
-            jump_log2: vec![0; JUMP_BUCKETS],
+            t: Tally::new(params, capacity, extent, grid),
         }
     }
 
@@ -413,39 +420,42 @@ impl<'a> Pass<'a> {
             let end = offset.saturating_add(size as u64);
             let slot = self.slot(c.stream[i]);
             if let Some(g) = self.grid {
-                let rel = (c.ts_ns[i] as i128 - self.first_ts as i128) as u64;
+                let rel = (c.ts_ns[i] as i128 - self.t.first_ts as i128) as u64;
                 if rel < win_lo || rel >= win_hi {
                     win = g.index(rel);
                     (win_lo, win_hi) = (g.start(win), g.end(win));
                 }
-                self.window_counts[win as usize] += 1;
-                push_window(&mut self.accs[slot].windows, win);
+                self.t.window_counts[win as usize] += 1;
+                push_window(&mut self.t.accs[slot].windows, win);
             }
-            let starts_global_run = prev_end != Some(offset);
+            let starts_global_run = match c.run_start {
+                Some(r) => r[i] != 0,
+                None => prev_end != Some(offset),
+            };
             prev_end = Some(end);
-            let range = self.ranges.index(offset);
+            let range = self.t.ranges.index(offset);
             let latency = c.latency_ns.map_or(0, |l| l[i]);
             let jump = self.record(slot, i, offset, end, starts_global_run, range, latency);
             if let Some(j) = jump {
-                self.jump_log2[jump_bucket(j)] += 1;
+                self.t.jump_log2[jump_bucket(j)] += 1;
             }
-            self.size_log2[size_bucket(size)] += 1;
+            self.t.size_log2[size_bucket(size)] += 1;
             match (size as usize).checked_shr(9) {
-                Some(k) if size & 511 == 0 && k < SMALL_SIZES => self.small_sizes[k] += 1,
-                _ => *self.size_counts.entry(size).or_insert(0) += 1,
+                Some(k) if size & 511 == 0 && k < SMALL_SIZES => self.t.small_sizes[k] += 1,
+                _ => *self.t.size_counts.entry(size).or_insert(0) += 1,
             }
         }
-        for (k, &n) in self.small_sizes.iter().enumerate() {
+        for (k, &n) in self.t.small_sizes.iter().enumerate() {
             if n > 0 {
-                self.size_counts.insert((k as u32) << 9, n);
+                self.t.size_counts.insert((k as u32) << 9, n);
             }
         }
     }
 
     fn slot(&mut self, stream: u32) -> usize {
-        let slot = self.slots.get_or_insert(stream, self.accs.len());
-        if slot == self.accs.len() {
-            self.accs.push(Acc::new(stream, self.leaves));
+        let slot = self.t.slots.get_or_insert(stream, self.t.accs.len());
+        if slot == self.t.accs.len() {
+            self.t.accs.push(Acc::new(stream, self.t.leaves));
         }
         slot
     }
@@ -463,7 +473,8 @@ impl<'a> Pass<'a> {
         latency: i64,
     ) -> Option<i128> {
         let c = self.cols;
-        let acc = &mut self.accs[slot];
+        let pos = c.seq.map_or(i as u64, |q| q[i]);
+        let acc = &mut self.t.accs[slot];
         let s = &mut acc.stats;
         let ts = c.ts_ns[i];
         let jump = if s.requests == 0 {
@@ -474,12 +485,12 @@ impl<'a> Pass<'a> {
         } else {
             let prev = acc.last_end;
             s.pairs += 1;
-            s.interference_sum += (i - acc.last_index - 1) as u64;
+            s.interference_sum += pos - acc.last_index - 1;
             s.sequential += (offset == prev) as u64;
             s.backward += (offset < prev) as u64;
             s.forward += (offset > prev) as u64;
             s.detangled_runs += (offset != prev) as u64;
-            s.relaxed_runs += (offset < prev || offset - prev > self.threshold) as u64;
+            s.relaxed_runs += (offset < prev || offset - prev > self.t.threshold) as u64;
             Some(offset as i128 - prev as i128)
         };
         s.requests += 1;
@@ -490,26 +501,85 @@ impl<'a> Pass<'a> {
         s.latency_sum += latency as i128;
         s.global_runs += starts_global_run as u64;
         s.locality[range] += 1;
-        acc.last_index = i;
+        acc.last_index = pos;
         acc.last_end = end;
         jump
     }
 
-    fn finish(mut self, blocks: Footprints) -> Summary {
-        let grid = self.grid;
+    fn finish(self, blocks: Footprints) -> Summary {
+        let grid = self.grid.copied();
+        self.into_counts().finish(grid.as_ref(), blocks)
+    }
+
+    fn into_counts(self) -> Counts {
+        self.t.into_counts()
+    }
+}
+
+impl Tally {
+    fn new(params: &Params, capacity: u64, extent: &Extent, grid: Option<&WindowGrid>) -> Tally {
+        Tally {
+            threshold: params.relaxed_threshold,
+            capacity,
+            first_ts: extent.first_ts,
+            leaves: params.leaves as usize,
+            ranges: Ranges::new(params.leaves, capacity),
+            slots: Slots::new(extent.max_stream),
+            accs: Vec::new(),
+            window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
+            small_sizes: vec![0; SMALL_SIZES],
+            size_counts: FxHashMap::default(),
+            size_log2: vec![0; SIZE_BUCKETS],
+            jump_log2: vec![0; JUMP_BUCKETS],
+        }
+    }
+
+    fn into_counts(self) -> Counts {
+        Counts {
+            capacity: self.capacity,
+            leaves: self.leaves,
+            streams: self
+                .accs
+                .into_iter()
+                .map(|a| (a.stats, a.windows))
+                .collect(),
+            window_counts: self.window_counts,
+            size_counts: self.size_counts,
+            size_log2: self.size_log2,
+            jump_log2: self.jump_log2,
+        }
+    }
+}
+
+/// What a pass counted, before finishing. Parts of a trace whose streams are disjoint (a
+/// partitioned dataset's streams) merge by concatenation and sums, then finish once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts {
+    pub capacity: u64,
+    pub leaves: usize,
+    /// Each stream's counters and its (window, requests) in time order.
+    pub streams: Vec<(StreamStats, Vec<(u64, u64)>)>,
+    pub window_counts: Vec<u64>,
+    pub size_counts: FxHashMap<u32, u64>,
+    pub size_log2: Vec<u64>,
+    pub jump_log2: Vec<u64>,
+}
+
+impl Counts {
+    /// The summary; `blocks.streams` follows `self.streams`' order.
+    pub fn finish(mut self, grid: Option<&WindowGrid>, blocks: Footprints) -> Summary {
         let durations: Vec<u64> = grid.map_or(Vec::new(), |g| {
             (0..g.count).map(|i| g.duration(i)).collect()
         });
-        // Footprint slots follow first appearance, as the accumulators do.
-        for (acc, b) in self.accs.iter_mut().zip(&blocks.streams) {
+        for ((stats, windows), b) in self.streams.iter_mut().zip(&blocks.streams) {
             if grid.is_some() {
-                acc.stats.fluctuation_cv = Some(sparse_cv(&mut acc.windows, &durations));
+                stats.fluctuation_cv = Some(sparse_cv(windows, &durations));
             }
-            acc.stats.requested_blocks_512 = b.requested_512;
-            acc.stats.footprint_blocks_512 = b.unique_512;
-            acc.stats.footprint_blocks_4k = b.unique_4k;
+            stats.requested_blocks_512 = b.requested_512;
+            stats.footprint_blocks_512 = b.unique_512;
+            stats.footprint_blocks_4k = b.unique_4k;
         }
-        let mut streams: Vec<StreamStats> = self.accs.into_iter().map(|a| a.stats).collect();
+        let mut streams: Vec<StreamStats> = self.streams.into_iter().map(|a| a.0).collect();
         streams.sort_unstable_by_key(|s| s.stream);
         let mut total = sum_streams(&streams, self.leaves);
         total.footprint_blocks_512 = blocks.total.unique_512;
@@ -532,6 +602,80 @@ impl<'a> Pass<'a> {
             fluctuation,
         }
     }
+}
+
+/// The extent of the whole trace when the columns are one part of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Whole {
+    pub first_ts: i64,
+    pub last_ts: i64,
+    pub max_end: u64,
+    pub max_stream: u32,
+}
+
+/// Counts part of a trace given a piece at a time (its streams' partitions, each stream's in
+/// time order) with the whole trace's time origin, windows and capacity; the caller adds
+/// the footprints.
+pub struct PartCounter {
+    grid: Option<WindowGrid>,
+    max_stream: u32,
+    tally: Option<Tally>,
+}
+
+impl PartCounter {
+    pub fn new(params: &Params, whole: &Whole) -> Result<PartCounter, String> {
+        if params.leaves == 0 {
+            return Err("spatial locality needs at least one range".into());
+        }
+        let extent = Extent {
+            first_ts: whole.first_ts,
+            last_ts: whole.last_ts,
+            max_stream: whole.max_stream,
+            max_end: whole.max_end,
+        };
+        let capacity = if params.capacity > 0 {
+            params.capacity
+        } else {
+            extent.max_end
+        };
+        let grid = WindowGrid::new(extent.span(), params.window_ns)?;
+        let tally = Tally::new(params, capacity, &extent, grid.as_ref());
+        Ok(PartCounter {
+            grid,
+            max_stream: whole.max_stream,
+            tally: Some(tally),
+        })
+    }
+
+    /// Counts the next piece.
+    pub fn update(&mut self, cols: &TraceColumns) -> Result<(), String> {
+        check_lengths(cols)?;
+        if let Some(&s) = cols.stream.iter().find(|&&s| s > self.max_stream) {
+            return Err(format!("stream {s} is above the trace's largest stream id"));
+        }
+        let t = self
+            .tally
+            .take()
+            .expect("a counter is updated after it finished");
+        let mut pass = Pass {
+            cols,
+            grid: self.grid.as_ref(),
+            t,
+        };
+        pass.run();
+        self.tally = Some(pass.t);
+        Ok(())
+    }
+
+    pub fn finish(self) -> (Counts, Option<WindowGrid>) {
+        let tally = self.tally.expect("a counter finishes once");
+        (tally.into_counts(), self.grid)
+    }
+}
+
+/// The window grid of a trace spanning `span` ns (None: no windows).
+pub fn window_grid(span: u64, window_ns: i64) -> Result<Option<WindowGrid>, String> {
+    WindowGrid::new(span, window_ns)
 }
 
 fn push_window(windows: &mut Vec<(u64, u64)>, win: u64) {
@@ -668,6 +812,8 @@ mod tests {
             offset: off,
             size: sz,
             latency_ns: None,
+            seq: None,
+            run_start: None,
         };
         characterize(&cols, p).unwrap()
     }
@@ -870,6 +1016,8 @@ mod tests {
             offset: &[0, 0],
             size: &[1, 1],
             latency_ns: None,
+            seq: None,
+            run_start: None,
         };
         assert!(characterize(&cols, &params())
             .unwrap_err()
@@ -940,6 +1088,8 @@ mod bench {
             offset: &off,
             size: &sz,
             latency_ns: None,
+            seq: None,
+            run_start: None,
         };
         let p = Params {
             leaves: 4,

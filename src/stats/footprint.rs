@@ -63,7 +63,7 @@ pub fn footprints(
 }
 
 /// The 512-byte blocks `[first, end)` a request of `size` > 0 bytes at `offset` touches.
-fn blocks(offset: u64, size: u32) -> (u64, u64) {
+pub(crate) fn blocks(offset: u64, size: u32) -> (u64, u64) {
     let end = offset.saturating_add(size as u64) - 1;
     (offset >> SECTOR_SHIFT, (end >> SECTOR_SHIFT) + 1)
 }
@@ -355,14 +355,14 @@ fn radix_sort(r: &mut Ranges) {
 
 /// A union of ranges fed in order of start: the current merged range and the blocks before it.
 #[derive(Clone, Copy, Default)]
-struct Union {
+pub(crate) struct Union {
     start: u64,
     end: u64,
     done: u64,
 }
 
 impl Union {
-    fn add(&mut self, start: u64, end: u64) {
+    pub(crate) fn add(&mut self, start: u64, end: u64) {
         if start > self.end {
             self.done += self.end - self.start;
             (self.start, self.end) = (start, end);
@@ -371,7 +371,7 @@ impl Union {
         }
     }
 
-    fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.done + self.end - self.start
     }
 }

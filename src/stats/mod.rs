@@ -2,3 +2,4 @@
 pub mod characterize;
 pub mod footprint;
 pub mod mrc;
+pub mod partial;

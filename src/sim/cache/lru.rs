@@ -4,6 +4,7 @@
 use super::list::{List, Slab};
 use super::{block_map, CachePolicy};
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 pub struct Lru {
     capacity: usize,
@@ -16,7 +17,7 @@ impl Lru {
     pub fn new(capacity: usize) -> Self {
         Lru {
             capacity,
-            map: block_map(capacity),
+            map: block_map(capacity + 1),
             slab: Slab::with_capacity(capacity),
             list: List::new(),
         }
@@ -25,25 +26,35 @@ impl Lru {
 
 impl CachePolicy for Lru {
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
-        if let Some(&i) = self.map.get(&block) {
-            self.slab.move_to_head(&mut self.list, i);
-            return true;
-        }
-        if self.capacity == 0 {
-            return false;
-        }
-        let i = if self.list.len == self.capacity {
-            let t = self.slab.pop_tail(&mut self.list);
-            let old = self.slab.block(t);
+        // One probe finds the block or the vacant entry it takes; a full cache gives it the
+        // tail's slot, and the tail's block leaves the map after (the map has room for one
+        // more than the capacity).
+        let full = self.list.len == self.capacity;
+        let slot = match self.map.entry(block) {
+            Entry::Occupied(e) => {
+                let i = *e.get();
+                self.slab.move_to_head(&mut self.list, i);
+                return true;
+            }
+            Entry::Vacant(_) if self.capacity == 0 => return false,
+            Entry::Vacant(e) => {
+                let i = if full {
+                    self.list.tail
+                } else {
+                    self.slab.alloc(block)
+                };
+                e.insert(i);
+                i
+            }
+        };
+        if full {
+            let old = std::mem::replace(&mut self.slab.nodes[slot as usize].block, block);
             self.map.remove(&old);
             evicted.push(old);
-            self.slab.nodes[t as usize].block = block;
-            t
+            self.slab.move_to_head(&mut self.list, slot);
         } else {
-            self.slab.alloc(block)
-        };
-        self.slab.push_head(&mut self.list, i);
-        self.map.insert(block, i);
+            self.slab.push_head(&mut self.list, slot);
+        }
         false
     }
 

@@ -15,8 +15,9 @@
 //! promotions from S let M run over its share, and the next eviction trims M (the paper's
 //! Algorithm 1 evicts from M inline); before the first eviction, a new block goes to M once S
 //! is full (libCacheSim's change of 2024 over the original S3FIFOv0). One difference, on
-//! purpose: libCacheSim admits nothing into S when S is a single block (capacity < 20), while
-//! here S has at least one block so that tiny caches still cache.
+//! purpose: libCacheSim admits nothing into S when S is a single block (capacity 10 to 19) and
+//! stops on a capacity below 10, while here S has at least one block so that tiny caches
+//! still cache.
 
 use super::list::{List, Slab};
 use super::{block_map, CachePolicy};

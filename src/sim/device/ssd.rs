@@ -22,6 +22,9 @@ pub struct Ssd {
     p: SsdParams,
     /// When each channel is next free, ns.
     channel_free: Vec<u64>,
+    /// The latest of `channel_free`: when every channel is idle at an arrival, pages split
+    /// evenly without searching.
+    all_free_at: u64,
     busy_ns: u64,
 }
 
@@ -52,6 +55,7 @@ impl Ssd {
     pub fn new(p: SsdParams) -> Ssd {
         Ssd {
             channel_free: vec![0; p.channels],
+            all_free_at: 0,
             busy_ns: 0,
             p,
         }
@@ -70,6 +74,13 @@ impl Ssd {
             self.p.write_ns
         };
         let per_page = (nominal as f64 * factor).round() as u64;
+        self.busy_ns += pages * per_page;
+        if pages == 0 {
+            return arrival;
+        }
+        if self.all_free_at <= arrival {
+            return self.serve_idle(arrival, pages, per_page);
+        }
         let mut done = arrival;
         for _ in 0..pages {
             let (i, free) = self
@@ -82,8 +93,24 @@ impl Ssd {
             let end = free.max(arrival) + per_page;
             self.channel_free[i] = end;
             done = done.max(end);
+            self.all_free_at = self.all_free_at.max(end);
         }
-        self.busy_ns += pages * per_page;
+        done
+    }
+
+    /// Every channel idle at `arrival`: the first `pages % channels` channels take one page
+    /// more than the others (the earliest-free rule spreads pages round-robin).
+    fn serve_idle(&mut self, arrival: u64, pages: u64, per_page: u64) -> u64 {
+        let c = self.p.channels as u64;
+        let (each, extra) = (pages / c, pages % c);
+        for (i, free) in self.channel_free.iter_mut().enumerate() {
+            let n = each + u64::from((i as u64) < extra);
+            if n > 0 {
+                *free = arrival + n * per_page;
+            }
+        }
+        let done = arrival + (each + u64::from(extra > 0)) * per_page;
+        self.all_free_at = done;
         done
     }
 }

@@ -17,6 +17,8 @@ from .whatif import WhatIfSection
 from .whatif_cache import WhatIfCache
 from .whatif_defrag import WhatIfDefrag
 from .whatif_intensity import WhatIfIntensity
+from .whatif_levels import WhatIfLevels
+from .whatif_stress import WhatIfStress
 
 SECTIONS: list[Section] = [
     Overview(),
@@ -32,6 +34,8 @@ SECTIONS: list[Section] = [
     WhatIfIntensity(),
     WhatIfCache(),
     WhatIfDefrag(),
+    WhatIfLevels(),
+    WhatIfStress(),
 ]
 
 WHATIF_SECTIONS: dict[str, WhatIfSection] = {

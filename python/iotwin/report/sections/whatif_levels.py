@@ -1,0 +1,81 @@
+"""What-if: model detail (seed 000, Figure 6). Expected JSON (`iotwin whatif levels -o`):
+{"kind": "whatif-levels", "device": str, "original": {"mean_ms": .., "p95_ms": ..},
+ "points": [{"levels": L, "mean_ms": .., "p95_ms": .., "mean_error": .., "p95_error": ..}],
+ "chosen": L, "within_5pct": L | null}"""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from ..figures import COLORS, figure, to_svg
+from ..inputs import Bundle, Input
+from .base import figure_block, pct, table
+from .whatif import WhatIfSection, need, numbers
+
+POINT_FIELDS = ("levels", "mean_ms", "p95_ms", "mean_error", "p95_error")
+
+
+def levels_svg(levels: list[float], means: list[float], original: float, device: str) -> str:
+    with figure(width=8.4, height=2.8) as (fig, ax):
+        ax.plot(levels, means, "s--", color=COLORS["twin"], label="twin")
+        ax.axhline(original, color=COLORS["original"], label="original")
+        ax.set_xticks(levels)
+        ax.set_xlabel("model levels")
+        ax.set_ylabel("mean response (ms)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(device, fontsize=9)
+        ax.legend(loc="best")
+        return to_svg(fig, "response time per model level")
+
+
+class WhatIfLevels(WhatIfSection):
+    kind = "whatif-levels"
+    id = "whatif-levels"
+    title = "What-if: model detail"
+    caption = (
+        "Simulated mean response time of the twin fitted at each model level against the "
+        "original's, and the level the fidelity sweep chose (seed 000, Figure 6)."
+    )
+
+    def check(self, item: Input) -> None:
+        doc, path = item.data, str(item.path)
+        need(doc, path, "", ("device", "original", "points", "chosen"))
+        need(doc["original"], path, "original", ("mean_ms", "p95_ms"))
+        for i, p in enumerate(doc["points"]):
+            need(p, path, f"points[{i}]", POINT_FIELDS)
+            numbers([p[k] for k in POINT_FIELDS], path, f"points[{i}]")
+
+    def render(self, bundle: Bundle) -> Markup:
+        parts = []
+        for item in bundle.all(self.kind):
+            doc = item.data
+            pts = doc["points"]
+            parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
+            svg = levels_svg(
+                [p["levels"] for p in pts],
+                [p["mean_ms"] for p in pts],
+                doc["original"]["mean_ms"],
+                str(doc["device"]),
+            )
+            parts.append(figure_block(svg))
+            rows = [
+                (
+                    str(p["levels"]) + (" (chosen)" if p["levels"] == doc["chosen"] else ""),
+                    f"{p['mean_ms']:.3g} ms",
+                    pct(p["mean_error"]),
+                    f"{p['p95_ms']:.3g} ms",
+                    pct(p["p95_error"]),
+                )
+                for p in pts
+            ]
+            headers = ("levels", "twin mean", "error", "twin p95", "error")
+            parts.append(table(headers, rows, css="compact"))
+            o = doc["original"]
+            within = doc.get("within_5pct")
+            verdict = f"original: mean {o['mean_ms']:.3g} ms, p95 {o['p95_ms']:.3g} ms; " + (
+                f"smallest level within 5% of its mean: {within}"
+                if within is not None
+                else "no level within 5% of its mean"
+            )
+            parts.append(Markup(f'<p class="verdict">{escape(verdict)}</p>'))
+        return Markup("").join(parts)
