@@ -4,7 +4,9 @@ come to the original's, per shared trace and on the pgbench sample.
 Prints, per trace: the global LRU miss-ratio deviations (validate's sizes), the request-level
 read hit ratio of a global LRU of 4 KiB blocks (25,000 blocks, or 1/8 of the footprint), the
 `whatif cache` speedup curves (original vs twin) and `sim` mean/p95 at the auto intensity on
-hdd-7200. Usage: python bench/reuse/run.py [--json OUT] (IOTWIN_SHARED locates the traces).
+hdd-7200. Usage: python bench/reuse/run.py [TRACE ...] [--json OUT] [--write-results]
+(IOTWIN_SHARED locates the traces; --write-results replaces the `reuse` section of
+bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from iotwin.sim import placed, simulate
 from iotwin.validate import cache_sizes, lru
 from iotwin.whatif import Workload, auto_intensity
 from iotwin.whatif.cache import study
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from common import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("IOTWIN_SHARED", ROOT.parent / "shared")) / "traces"
@@ -91,10 +97,35 @@ def measure(name: str, path: Path, stream_by: str | None) -> dict:
     return out
 
 
+def markdown(results: dict) -> str:
+    """The results as RESULTS.md tables: twin against original, per trace."""
+    rows = [
+        "| trace | miss-ratio deviation (1..50% of footprint) | read hit orig / twin "
+        "| sim mean / p95 twin vs orig |",
+        "|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        hit, sim = r["read_hit"], r["sim"]
+        rows.append(
+            f"| {name} | {' '.join(f'{d:.3f}' for d in r['miss_ratio_dev'])} "
+            f"| {hit['original']:.2f} / {hit['twin']:.2f} ({hit['blocks']:,} blocks) "
+            f"| {sim['mean_dev']:+.1%} / {sim['p95_dev']:+.1%} |"
+        )
+    rows += ["", "`whatif cache` speedups (0, 1/8, 1/4, 1/2, 1 x footprint):", ""]
+    for name, r in results.items():
+        if "cache" in r:
+            c = r["cache"]
+            rows.append(
+                f"- {name}: original {c['original']}, twin {c['twin']}, "
+                f"max error {c['twin_max_error']}"
+            )
+    return "\n".join(rows)
+
+
 def main() -> None:
     args = sys.argv[1:]
     out = args.pop(args.index("--json") + 1) if "--json" in args else None
-    only = [a for a in args if a != "--json"]
+    only = [a for a in args if not a.startswith("--")]
     results = {}
     for name, (path, stream_by) in TRACES.items():
         if only and name not in only:
@@ -103,6 +134,8 @@ def main() -> None:
         print(name, json.dumps(results[name]), flush=True)
     if out:
         Path(out).write_text(json.dumps(results, indent=1))
+    if "--write-results" in args:
+        write_section("reuse", markdown(results))
 
 
 if __name__ == "__main__":

@@ -159,9 +159,12 @@ def fit(
     iat: str = "auto",
     reref: bool = True,
     types: bool = False,
+    reuse_scope: str = "auto",
 ) -> Model:
     """Fits the hierarchical (or flat) model to a canonical trace. With `types`, streams are
-    classified (seed 000 Table II) and one sub-model per type is fitted, with its count."""
+    classified (seed 000 Table II) and one sub-model per type is fitted, with its count.
+    `reuse_scope` "auto" measures re-references against all streams' history where streams
+    share one address space (not devices or volumes); "stream" keeps them per stream."""
     check_settings(iat, levels, fanout)
     if trace.df.height == 0:
         raise IotwinError("cannot fit a model to an empty trace")
@@ -170,7 +173,9 @@ def fit(
     type_of = stream_types(trace) if types else None
     # streams that are devices or volumes have address spaces of their own; others (processes,
     # threads over files) share one, so a block one reads may be another's re-reference
-    shared_space = trace.meta.stream_by not in SEPARATE_SPACES
+    if reuse_scope not in ("auto", "stream"):
+        raise IotwinError(f"reuse scope '{reuse_scope}': expected auto or stream")
+    shared_space = reuse_scope == "auto" and trace.meta.stream_by not in SEPARATE_SPACES
     trace, layout = on_virtual_device(trace)
     df = trace.df
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
