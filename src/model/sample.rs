@@ -31,6 +31,8 @@ const COLD_RETRIES: u32 = 4;
 struct Step {
     cat: Category,
     target: u64,
+    /// The offset, when the walk placed it (per-stream models).
+    placed: Option<u64>,
 }
 /// A stream's walked requests: (times, steps, stream id).
 type StreamPart = (Vec<i64>, Vec<Step>, u32);
@@ -244,9 +246,9 @@ impl Sampler {
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, p, n);
             let n = quotas.iter().map(|q| q.2).sum::<u64>();
-            let mut st = self.walk_state(s, p.seed);
+            let mut st = self.walk_state(s, n, p.seed);
             let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
-            self.walk(s, &mut st, n, &mut steps, &mut gaps);
+            self.walk(s, &mut st, n, p.uniform, &mut steps, &mut gaps);
             let times = place_times(&quotas, &gaps, p.intensity);
             parts.push((times, steps, s.id));
             lengths.push(n);
@@ -264,9 +266,10 @@ impl Sampler {
         let mut lengths = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, &p, n);
-            lengths.push(quotas.iter().map(|q| q.2).sum::<u64>());
+            let n = quotas.iter().map(|q| q.2).sum::<u64>();
+            lengths.push(n);
             cursors.push(Cursor {
-                st: self.walk_state(s, p.seed),
+                st: self.walk_state(s, n, p.seed),
                 quotas,
                 window: 0,
                 placed: 0,
@@ -293,11 +296,13 @@ impl Sampler {
         synth
     }
 
-    fn walk_state(&self, s: &StreamModel, seed: u64) -> WalkState {
+    fn walk_state(&self, s: &StreamModel, n: u64, seed: u64) -> WalkState {
+        let own_history = !self.global_reuse && s.reuse_total > 0;
         WalkState {
             rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id)),
             budget: s.initial.clone(),
             cur: None,
+            reref: own_history.then(|| Reref::new(n as usize)),
             i: 0,
         }
     }
@@ -385,12 +390,15 @@ impl Sampler {
 
     /// The Markov walk: the next n requests' categories and target leaves with their raw
     /// inter-arrival gaps, continuing from `st` (walking in pieces gives the same requests).
-    /// The walk stands at each transition's target leaf; offsets are placed afterwards.
+    /// With a shared history the walk stands at each transition's target leaf and offsets
+    /// are placed afterwards (`Placer`); per-stream models place them here, with the stream's
+    /// own history, as before the shared one.
     fn walk(
         &self,
         s: &StreamModel,
         st: &mut WalkState,
         n: u64,
+        uniform: bool,
         steps: &mut Vec<Step>,
         gaps: &mut Vec<f64>,
     ) {
@@ -398,6 +406,7 @@ impl Sampler {
             rng,
             budget,
             cur,
+            reref,
             i,
         } = st;
         for _ in 0..n {
@@ -406,11 +415,30 @@ impl Sampler {
             }
             let (cat, target, gap) = match (*i, *cur, s.first) {
                 (0, _, Some((leaf, c))) => (c, leaf, 0.0),
-                (_, Some(leaf), _) => self.step(s, budget, leaf, rng),
+                (_, Some((leaf, _)), _) => self.step(s, budget, leaf, rng),
                 _ => self.teleport(s, budget, rng),
             };
-            *cur = Some(target);
-            steps.push(Step { cat, target });
+            let placed = if self.global_reuse {
+                *cur = Some((target, 0));
+                None
+            } else {
+                let (offset, size) = if uniform {
+                    (self.uniform_offset(s, cat.size, rng), cat.size)
+                } else {
+                    let prev_end = cur.map(|c| c.1);
+                    self.place(s, &cat, target, prev_end, reref.as_ref(), None, rng)
+                };
+                if let Some(r) = reref.as_mut() {
+                    r.touch(*i as usize, offset, self.tree.leaf_of(offset));
+                }
+                *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
+                Some(offset)
+            };
+            steps.push(Step {
+                cat,
+                target,
+                placed,
+            });
             gaps.push(gap);
             *i += 1;
         }
@@ -773,11 +801,14 @@ fn place_window(
     }
 }
 
-/// A stream's walk between windows (`cur`: the leaf it stands at).
+/// A stream's walk between windows (`cur`: the leaf it stands at, and where its previous
+/// request ended when the walk places offsets itself).
 struct WalkState {
     rng: Pcg64Mcg,
     budget: Budgets,
-    cur: Option<u64>,
+    cur: Option<(u64, u64)>,
+    /// The stream's own re-reference history (per-stream models that place in the walk).
+    reref: Option<Reref>,
     i: u64,
 }
 
@@ -787,70 +818,58 @@ fn stream_seed(seed: u64, id: u32) -> u64 {
 }
 
 /// The second pass: offsets placed request by request in the merged time order, so one
-/// re-reference history can span every stream (a shared cache sees them all).
+/// re-reference history spans every stream (a shared cache sees them all). Requests of
+/// per-stream models come placed by their walk (as before the shared history) and pass.
 struct Placer {
     /// Per stream (by position): its placement generator and previous request's end.
     rngs: Vec<Pcg64Mcg>,
     prev_end: Vec<Option<u64>>,
-    /// The histories: one shared, or one per stream; `owner[k]` is stream k's, `pos` the
-    /// next position in each.
-    histories: Vec<Option<Reref>>,
-    owner: Vec<usize>,
-    pos: Vec<usize>,
-    /// With one shared history: per leaf, where new data goes next (`next_fresh`).
-    frontier: Option<FxHashMap<u64, u64>>,
+    /// The shared history and the next position in it.
+    history: Option<Reref>,
+    pos: usize,
+    /// Per leaf, where new data goes next (`next_fresh`).
+    frontier: FxHashMap<u64, u64>,
 }
 
 impl Placer {
-    /// `lengths`: each stream's request count (the histories' capacities).
+    /// `lengths`: each stream's request count (the history's capacity).
     fn new(sampler: &Sampler, lengths: &[u64], seed: u64) -> Placer {
         let streams = &sampler.streams;
-        let histories: Vec<Option<Reref>> = if sampler.global_reuse {
-            let total = lengths.iter().sum::<u64>() as usize;
-            let any = streams.iter().any(|s| s.reuse_total > 0);
-            vec![any.then(|| Reref::new(total))]
-        } else {
-            streams
-                .iter()
-                .zip(lengths)
-                .map(|(s, &n)| (s.reuse_total > 0).then(|| Reref::new(n as usize)))
-                .collect()
-        };
-        let owner = (0..streams.len())
-            .map(|k| if sampler.global_reuse { 0 } else { k })
-            .collect();
+        let total = lengths.iter().sum::<u64>() as usize;
+        let any = streams.iter().any(|s| s.reuse_total > 0);
         Placer {
             rngs: streams
                 .iter()
                 .map(|s| Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ PLACE_SALT))
                 .collect(),
             prev_end: vec![None; streams.len()],
-            pos: vec![0; histories.len()],
-            histories,
-            owner,
-            frontier: sampler.global_reuse.then(FxHashMap::default),
+            history: (sampler.global_reuse && any).then(|| Reref::new(total)),
+            pos: 0,
+            frontier: FxHashMap::default(),
         }
     }
 
     /// Stream k's next request: (op, offset, size).
     fn place(&mut self, sampler: &Sampler, k: usize, step: Step, uniform: bool) -> Output {
-        let s = &sampler.streams[k];
-        let h = self.owner[k];
-        let rng = &mut self.rngs[k];
         let size = step.cat.size;
+        if let Some(offset) = step.placed {
+            return (step.cat.op, offset, size);
+        }
+        let s = &sampler.streams[k];
+        let rng = &mut self.rngs[k];
         let offset = if uniform {
             sampler.uniform_offset(s, size, rng)
         } else {
-            let history = self.histories[h].as_ref();
-            let frontier = self.frontier.as_mut();
+            let history = self.history.as_ref();
+            let frontier = Some(&mut self.frontier);
             let prev = self.prev_end[k];
             sampler
                 .place(s, &step.cat, step.target, prev, history, frontier, rng)
                 .0
         };
-        if let Some(r) = self.histories[h].as_mut() {
-            r.touch(self.pos[h], offset, sampler.tree.leaf_of(offset));
-            self.pos[h] += 1;
+        if let Some(r) = self.history.as_mut() {
+            r.touch(self.pos, offset, sampler.tree.leaf_of(offset));
+            self.pos += 1;
         }
         self.prev_end[k] = Some(offset + size as u64);
         (step.cat.op, offset, size)
@@ -911,8 +930,9 @@ impl Synth {
             c.times.clear();
             c.pos = 0;
             let s = &self.sampler.streams[k];
+            let uniform = self.params.uniform;
             self.sampler
-                .walk(s, &mut c.st, q, &mut c.steps, &mut c.gaps);
+                .walk(s, &mut c.st, q, uniform, &mut c.steps, &mut c.gaps);
             place_window(
                 start,
                 len,

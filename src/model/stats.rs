@@ -778,18 +778,23 @@ mod tests {
                 (next() % 100_000) * 4096
             };
         }
-        let reuse = stack_distances(&st, &off, 4096);
         let c = FitConfig {
             tree: Tree::new(3, 4, 1 << 40),
             flat: false,
             window_ns: 1 << 30,
             reref: true,
         };
-        let mut one = Fitter::new(c);
-        one.update(&ts, &st, &op, &off, &sz, Some(&reuse), None);
-        let par = fit_parallel(c, &ts, &st, &op, &off, &sz, Some(&reuse), None);
-        assert_eq!(par.streams, one.streams);
-        assert_eq!(par.lasts, one.lasts);
+        // per-stream and global distances alike: both are a pre-pass over the whole trace
+        for reuse in [
+            stack_distances(&st, &off, 4096),
+            global_stack_distances(&off, 4096),
+        ] {
+            let mut one = Fitter::new(c);
+            one.update(&ts, &st, &op, &off, &sz, Some(&reuse), None);
+            let par = fit_parallel(c, &ts, &st, &op, &off, &sz, Some(&reuse), None);
+            assert_eq!(par.streams, one.streams);
+            assert_eq!(par.lasts, one.lasts);
+        }
     }
 
     #[test]
