@@ -382,7 +382,7 @@ fn characterize_columns<'py>(
 /// Fits the model to canonical columns (time-ordered) and returns the model document as JSON
 /// text; see `model::stats` and `model::finalize`. The GIL is released while fitting.
 #[pyfunction]
-#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns, group=None))]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns, group=None, global_reuse=false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_model<'py>(
     py: Python<'py>,
@@ -400,6 +400,7 @@ fn fit_model<'py>(
     iat_family: &str,
     span_ns: i64,
     group: Option<&Bound<'py, PyAny>>,
+    global_reuse: bool,
 ) -> PyResult<String> {
     use crate::model::{finalize::finalize, stats, tree::Tree};
     let bufs = (
@@ -431,9 +432,18 @@ fn fit_model<'py>(
     let group_buf = group.map(PyBuffer::<u32>::get).transpose()?;
     let groups = group_buf.as_ref().map(buffer_slice).transpose()?;
     let doc = py.detach(|| {
-        let reuse = reref.then(|| stats::stack_distances(st, off, 4096));
+        // with `global_reuse` (streams share one address space, e.g. processes over files)
+        // re-references count against every stream's history, as a shared cache sees them
+        let reuse = reref.then(|| match global_reuse {
+            true => stats::global_stack_distances(off, 4096),
+            false => stats::stack_distances(st, off, 4096),
+        });
         let fitter = stats::fit_parallel(config, ts, st, o, off, sz, reuse.as_deref(), groups);
-        finalize(&fitter, &family, span_ns).to_string()
+        let mut doc = finalize(&fitter, &family, span_ns);
+        if reref && global_reuse {
+            doc["reuse_scope"] = "global".into();
+        }
+        doc.to_string()
     });
     Ok(doc)
 }

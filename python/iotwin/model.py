@@ -142,6 +142,10 @@ def _check_positive(**values: float) -> None:
             raise IotwinError(f"--{name} must be a positive number, not {value}")
 
 
+# Stream kinds whose streams do not share addresses (validate.address_space agrees).
+SEPARATE_SPACES = ("device", "volume")
+
+
 class ShortTraceWarning(UserWarning):
     """The trace has fewer requests than the model has states: it is fitted as it is."""
 
@@ -155,15 +159,23 @@ def fit(
     iat: str = "auto",
     reref: bool = True,
     types: bool = False,
+    reuse_scope: str = "auto",
 ) -> Model:
     """Fits the hierarchical (or flat) model to a canonical trace. With `types`, streams are
-    classified (seed 000 Table II) and one sub-model per type is fitted, with its count."""
+    classified (seed 000 Table II) and one sub-model per type is fitted, with its count.
+    `reuse_scope` "auto" measures re-references against all streams' history where streams
+    share one address space (not devices or volumes); "stream" keeps them per stream."""
     check_settings(iat, levels, fanout)
     if trace.df.height == 0:
         raise IotwinError("cannot fit a model to an empty trace")
     started = time.perf_counter()
     warn_if_short(trace.df.height, levels, fanout)
     type_of = stream_types(trace) if types else None
+    # streams that are devices or volumes have address spaces of their own; others (processes,
+    # threads over files) share one, so a block one reads may be another's re-reference
+    if reuse_scope not in ("auto", "stream"):
+        raise IotwinError(f"reuse scope '{reuse_scope}': expected auto or stream")
+    shared_space = reuse_scope == "auto" and trace.meta.stream_by not in SEPARATE_SPACES
     trace, layout = on_virtual_device(trace)
     df = trace.df
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
@@ -183,6 +195,7 @@ def fit(
         iat,
         span_ns,
         _groups(trace, type_of),
+        global_reuse=reref and shared_space,
     )
     doc = json.loads(doc_text)
     if type_of is not None:

@@ -25,10 +25,19 @@ const REREF_SEARCH: u64 = 1024;
 /// How often a cold request re-draws an offset that landed on an old block.
 const COLD_RETRIES: u32 = 4;
 
-/// One generated request before times are placed: (op, offset, size).
-type Request = (u8, u64, u32);
-/// A stream's generated requests: (times, requests, stream id).
-type StreamPart = (Vec<i64>, Vec<Request>, u32);
+/// One walked request before its offset is placed: its category and the transition's
+/// target leaf.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    cat: Category,
+    target: u64,
+    /// The offset, when the walk placed it (per-stream models).
+    placed: Option<u64>,
+}
+/// A stream's walked requests: (times, steps, stream id).
+type StreamPart = (Vec<i64>, Vec<Step>, u32);
+/// Salt of the placement generators (apart from the walks', so both modes draw alike).
+const PLACE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
@@ -187,6 +196,9 @@ pub struct Sampler {
     span_ns: i64,
     total_requests: u64,
     streams: Vec<StreamModel>,
+    /// Re-references draw from one history of all streams (models fitted with global
+    /// distances, `reuse_scope: "global"`), or each from its own stream's (older models).
+    global_reuse: bool,
 }
 
 fn category(v: &Value) -> Result<Category, Err> {
@@ -221,23 +233,28 @@ impl Sampler {
             span_ns: int(model, "span_ns")? as i64,
             total_requests: int(model, "requests")?,
             streams,
+            global_reuse: model.get("reuse_scope").and_then(Value::as_str) == Some("global"),
         })
     }
 
-    /// Generates the synthetic trace, time-sorted, times from 0.
+    /// Generates the synthetic trace, time-sorted, times from 0: each stream walks its states
+    /// (categories, target leaves, times), then offsets are placed in the merged time order.
     pub fn generate(&self, p: &SynthParams) -> Columns {
         let counts = self.requests_per_stream(p);
         let mut parts: Vec<StreamPart> = Vec::with_capacity(self.streams.len());
+        let mut lengths = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, p, n);
             let n = quotas.iter().map(|q| q.2).sum::<u64>();
             let mut st = self.walk_state(s, n, p.seed);
-            let (mut reqs, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
-            self.walk(s, &mut st, n, p.uniform, &mut reqs, &mut gaps);
+            let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
+            self.walk(s, &mut st, n, p.uniform, &mut steps, &mut gaps);
             let times = place_times(&quotas, &gaps, p.intensity);
-            parts.push((times, reqs, s.id));
+            parts.push((times, steps, s.id));
+            lengths.push(n);
         }
-        merge_streams(parts)
+        let mut placer = Placer::new(self, &lengths, p.seed);
+        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
     }
 
     /// The same requests as `generate`, in the same order, produced on the fly: each stream
@@ -246,22 +263,26 @@ impl Sampler {
     pub fn stream(self, p: SynthParams) -> Synth {
         let counts = self.requests_per_stream(&p);
         let mut cursors = Vec::with_capacity(self.streams.len());
+        let mut lengths = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, &p, n);
             let n = quotas.iter().map(|q| q.2).sum::<u64>();
+            lengths.push(n);
             cursors.push(Cursor {
                 st: self.walk_state(s, n, p.seed),
                 quotas,
                 window: 0,
                 placed: 0,
                 times: Vec::new(),
-                reqs: Vec::new(),
+                steps: Vec::new(),
                 gaps: Vec::new(),
                 pos: 0,
                 index: 0,
             });
         }
+        let placer = Placer::new(&self, &lengths, p.seed);
         let mut synth = Synth {
+            placer,
             sampler: self,
             params: p,
             cursors,
@@ -276,11 +297,12 @@ impl Sampler {
     }
 
     fn walk_state(&self, s: &StreamModel, n: u64, seed: u64) -> WalkState {
+        let own_history = !self.global_reuse && s.reuse_total > 0;
         WalkState {
-            rng: Pcg64Mcg::seed_from_u64(seed ^ (s.id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id)),
             budget: s.initial.clone(),
             cur: None,
-            reref: (s.reuse_total > 0).then(|| Reref::new(n as usize)),
+            reref: own_history.then(|| Reref::new(n as usize)),
             i: 0,
         }
     }
@@ -366,15 +388,18 @@ impl Sampler {
         out
     }
 
-    /// The Markov walk: the next n requests as (op, offset, size) with their raw
+    /// The Markov walk: the next n requests' categories and target leaves with their raw
     /// inter-arrival gaps, continuing from `st` (walking in pieces gives the same requests).
+    /// With a shared history the walk stands at each transition's target leaf and offsets
+    /// are placed afterwards (`Placer`); per-stream models place them here, with the stream's
+    /// own history, as before the shared one.
     fn walk(
         &self,
         s: &StreamModel,
         st: &mut WalkState,
         n: u64,
         uniform: bool,
-        reqs: &mut Vec<Request>,
+        steps: &mut Vec<Step>,
         gaps: &mut Vec<f64>,
     ) {
         let WalkState {
@@ -393,17 +418,27 @@ impl Sampler {
                 (_, Some((leaf, _)), _) => self.step(s, budget, leaf, rng),
                 _ => self.teleport(s, budget, rng),
             };
-            let (offset, size) = if uniform {
-                (self.uniform_offset(s, cat.size, rng), cat.size)
+            let placed = if self.global_reuse {
+                *cur = Some((target, 0));
+                None
             } else {
-                let prev_end = cur.map(|c| c.1);
-                self.place(s, &cat, target, prev_end, reref.as_mut(), rng)
+                let (offset, size) = if uniform {
+                    (self.uniform_offset(s, cat.size, rng), cat.size)
+                } else {
+                    let prev_end = cur.map(|c| c.1);
+                    self.place(s, &cat, target, prev_end, reref.as_ref(), None, rng)
+                };
+                if let Some(r) = reref.as_mut() {
+                    r.touch(*i as usize, offset, self.tree.leaf_of(offset));
+                }
+                *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
+                Some(offset)
             };
-            if let Some(r) = reref.as_mut() {
-                r.touch(*i as usize, offset, self.tree.leaf_of(offset));
-            }
-            *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
-            reqs.push((cat.op, offset, size));
+            steps.push(Step {
+                cat,
+                target,
+                placed,
+            });
             gaps.push(gap);
             *i += 1;
         }
@@ -537,40 +572,51 @@ impl Sampler {
         self.consume(s, b, t, q, rng)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn place(
         &self,
         s: &StreamModel,
         cat: &Category,
         target: u64,
         prev_end: Option<u64>,
-        reref: Option<&mut Reref>,
+        reref: Option<&Reref>,
+        frontier: Option<&mut FxHashMap<u64, u64>>,
         rng: &mut Pcg64Mcg,
     ) -> (u64, u32) {
         let cap = self.tree.capacity;
         let own = cat.size;
         if cat.kind == KIND_SEQUENTIAL {
-            if let Some(end) = prev_end.filter(|e| self.continues(*e, cat.size)) {
+            // with one shared history, a run of new data that would overwrite others' data
+            // moves on to fresh space instead (a log appends where nothing was written)
+            let new_data = |e: &u64| !self.global_reuse || reref.is_none_or(|r| !r.seen(*e));
+            if let Some(end) = prev_end.filter(|e| self.continues(*e, cat.size) && new_data(e)) {
                 return (end, own);
             }
         }
         if cat.kind == KIND_SEQ_REREF {
             // a re-scan continues like any sequential request (sequentiality first); only
             // where it cannot does it re-reference old data elsewhere in its leaf
-            if let Some(end) = prev_end.filter(|e| self.continues(*e, cat.size)) {
+            let old_data = |e: &u64| !self.global_reuse || reref.is_none_or(|r| r.seen(*e));
+            if let Some(end) = prev_end.filter(|e| self.continues(*e, cat.size) && old_data(e)) {
                 return (end, own);
             }
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some(off) = reref.as_ref().and_then(|r| r.pick(s, target, rng)) {
+            if let Some(off) = reref.and_then(|r| r.pick(s, target, rng)) {
                 return (off, own);
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
+        if let Some(off) =
+            frontier.and_then(|f| next_fresh(f, target, lo, hi.min(cap), s, cat, reref))
+        {
+            return (off, own);
+        }
         let mut off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
-        // a cold request touches a block the stream has not touched: re-draw a few times
-        // where the leaf is small enough for a random offset to land on old data
-        if let Some(r) = reref.as_ref() {
+        // a cold request touches a block no one has touched (in the history's scope): re-draw
+        // a few times where the leaf is small enough for a random offset to land on old data
+        if let Some(r) = reref {
             for _ in 0..COLD_RETRIES {
                 if !r.seen(off) {
                     break;
@@ -607,6 +653,30 @@ fn draw_distance(s: &StreamModel, rng: &mut Pcg64Mcg) -> u64 {
         u -= c;
     }
     0
+}
+
+/// With one history of all streams, new data fills each leaf from its start, past what is
+/// touched already, as a file system allocates: the footprint stays dense, so runs that read
+/// on past one request find data others wrote (pgbench: 205 runs of touched blocks in the
+/// original; 2,028 with cold requests at random offsets). None once the leaf is full.
+fn next_fresh(
+    frontier: &mut FxHashMap<u64, u64>,
+    leaf: u64,
+    lo: u64,
+    hi: u64,
+    s: &StreamModel,
+    cat: &Category,
+    history: Option<&Reref>,
+) -> Option<u64> {
+    let align = s.alignment.max(1);
+    let size = cat.size as u64;
+    let at = frontier.entry(leaf).or_insert(lo);
+    let mut off = at.div_ceil(align) * align;
+    while off + size <= hi && history.is_some_and(|r| r.seen(off)) {
+        off = (off + size.max(1)).div_ceil(align) * align;
+    }
+    *at = off + size;
+    (off + size <= hi).then_some(off)
 }
 
 /// A uniformly random aligned offset in [lo, hi) leaving room for `size` where possible.
@@ -648,6 +718,9 @@ impl Reref {
     fn pick(&self, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
         // a distance deeper than the history so far finds nothing: the request stays cold,
         // which measured closer to real block reuse than drawing again (cloudPhysics MRC)
+        if s.reuse_total == 0 {
+            return None; // the stream's re-references were all outside the SHARDS sample
+        }
         let dist = draw_distance(s, rng);
         if dist >= self.marks {
             return None;
@@ -728,14 +801,83 @@ fn place_window(
     }
 }
 
-/// A stream's walk between windows.
+/// A stream's walk between windows (`cur`: the leaf it stands at, and where its previous
+/// request ended when the walk places offsets itself).
 struct WalkState {
     rng: Pcg64Mcg,
     budget: Budgets,
     cur: Option<(u64, u64)>,
+    /// The stream's own re-reference history (per-stream models that place in the walk).
     reref: Option<Reref>,
     i: u64,
 }
+
+/// The walk generator's seed for a stream.
+fn stream_seed(seed: u64, id: u32) -> u64 {
+    seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// The second pass: offsets placed request by request in the merged time order, so one
+/// re-reference history spans every stream (a shared cache sees them all). Requests of
+/// per-stream models come placed by their walk (as before the shared history) and pass.
+struct Placer {
+    /// Per stream (by position): its placement generator and previous request's end.
+    rngs: Vec<Pcg64Mcg>,
+    prev_end: Vec<Option<u64>>,
+    /// The shared history and the next position in it.
+    history: Option<Reref>,
+    pos: usize,
+    /// Per leaf, where new data goes next (`next_fresh`).
+    frontier: FxHashMap<u64, u64>,
+}
+
+impl Placer {
+    /// `lengths`: each stream's request count (the history's capacity).
+    fn new(sampler: &Sampler, lengths: &[u64], seed: u64) -> Placer {
+        let streams = &sampler.streams;
+        let total = lengths.iter().sum::<u64>() as usize;
+        let any = streams.iter().any(|s| s.reuse_total > 0);
+        Placer {
+            rngs: streams
+                .iter()
+                .map(|s| Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ PLACE_SALT))
+                .collect(),
+            prev_end: vec![None; streams.len()],
+            history: (sampler.global_reuse && any).then(|| Reref::new(total)),
+            pos: 0,
+            frontier: FxHashMap::default(),
+        }
+    }
+
+    /// Stream k's next request: (op, offset, size).
+    fn place(&mut self, sampler: &Sampler, k: usize, step: Step, uniform: bool) -> Output {
+        let size = step.cat.size;
+        if let Some(offset) = step.placed {
+            return (step.cat.op, offset, size);
+        }
+        let s = &sampler.streams[k];
+        let rng = &mut self.rngs[k];
+        let offset = if uniform {
+            sampler.uniform_offset(s, size, rng)
+        } else {
+            let history = self.history.as_ref();
+            let frontier = Some(&mut self.frontier);
+            let prev = self.prev_end[k];
+            sampler
+                .place(s, &step.cat, step.target, prev, history, frontier, rng)
+                .0
+        };
+        if let Some(r) = self.history.as_mut() {
+            r.touch(self.pos, offset, sampler.tree.leaf_of(offset));
+            self.pos += 1;
+        }
+        self.prev_end[k] = Some(offset + size as u64);
+        (step.cat.op, offset, size)
+    }
+}
+
+/// One placed request: (op, offset, size).
+type Output = (u8, u64, u32);
 
 /// One stream of a streaming synthesis: its windows and the current window's requests.
 struct Cursor {
@@ -744,7 +886,7 @@ struct Cursor {
     window: usize,
     placed: usize,
     times: Vec<i64>,
-    reqs: Vec<Request>,
+    steps: Vec<Step>,
     gaps: Vec<f64>,
     pos: usize,
     index: u64,
@@ -763,6 +905,7 @@ pub struct Synthesized {
 /// Requests of a model in time order, generated window by window (see `Sampler::stream`).
 pub struct Synth {
     sampler: Sampler,
+    placer: Placer,
     params: SynthParams,
     cursors: Vec<Cursor>,
     /// (time, stream position, index within the stream): the order of `merge_streams`.
@@ -774,7 +917,7 @@ impl Synth {
     /// Queues stream k's next request, walking its next non-empty window when needed.
     fn push_head(&mut self, k: usize) {
         let c = &mut self.cursors[k];
-        while c.pos >= c.reqs.len() {
+        while c.pos >= c.steps.len() {
             let Some(&(start, len, q)) = c.quotas.get(c.window) else {
                 return;
             };
@@ -782,19 +925,14 @@ impl Synth {
             if q == 0 {
                 continue;
             }
-            c.reqs.clear();
+            c.steps.clear();
             c.gaps.clear();
             c.times.clear();
             c.pos = 0;
             let s = &self.sampler.streams[k];
-            self.sampler.walk(
-                s,
-                &mut c.st,
-                q,
-                self.params.uniform,
-                &mut c.reqs,
-                &mut c.gaps,
-            );
+            let uniform = self.params.uniform;
+            self.sampler
+                .walk(s, &mut c.st, q, uniform, &mut c.steps, &mut c.gaps);
             place_window(
                 start,
                 len,
@@ -803,7 +941,7 @@ impl Synth {
                 self.params.intensity,
                 &mut c.times,
             );
-            c.placed += c.reqs.len();
+            c.placed += c.steps.len();
         }
         self.heap
             .push(std::cmp::Reverse((c.times[c.pos], k as u32, c.index)));
@@ -817,9 +955,12 @@ impl Iterator for Synth {
         let std::cmp::Reverse((t, k, _)) = self.heap.pop()?;
         let k = k as usize;
         let c = &mut self.cursors[k];
-        let (op, offset, size) = c.reqs[c.pos];
+        let step = c.steps[c.pos];
         c.pos += 1;
         c.index += 1;
+        let (op, offset, size) = self
+            .placer
+            .place(&self.sampler, k, step, self.params.uniform);
         let stream = self.sampler.streams[k].id;
         self.push_head(k);
         Some(Synthesized {
@@ -832,8 +973,9 @@ impl Iterator for Synth {
     }
 }
 
-/// Merges the streams' requests by time (stable: ties keep stream order), times from 0.
-fn merge_streams(parts: Vec<StreamPart>) -> Columns {
+/// Merges the streams' requests by time (stable: ties keep stream order), times from 0,
+/// placing each one's offset in that order (`place(stream position, step)`).
+fn merge_streams(parts: Vec<StreamPart>, mut place: impl FnMut(usize, Step) -> Output) -> Columns {
     let n: usize = parts.iter().map(|p| p.0.len()).sum();
     let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(n); // (time, part, index)
     for (pi, (times, _, _)) in parts.iter().enumerate() {
@@ -845,8 +987,8 @@ fn merge_streams(parts: Vec<StreamPart>) -> Columns {
     let t0 = order.first().map(|o| o.0).unwrap_or(0);
     let mut out = Columns::with_capacity(n);
     for (t, pi, j) in order {
-        let (_, reqs, id) = &parts[pi as usize];
-        let (op, off, size) = reqs[j as usize];
+        let (_, steps, id) = &parts[pi as usize];
+        let (op, off, size) = place(pi as usize, steps[j as usize]);
         out.push(t - t0, *id, op, off, size);
     }
     out
@@ -1122,6 +1264,85 @@ mod tests {
                 assert_eq!(c, whole);
             }
         }
+    }
+
+    /// Stream 0 writes blocks scattered over half a GiB; stream 1 reads each of them 50 requests
+    /// later: re-references only against the global history.
+    fn shared_blocks(global: bool) -> Value {
+        use crate::model::stats::{global_stack_distances, stack_distances};
+        let (mut ts, mut st, mut op, mut off) = (vec![], vec![], vec![], vec![]);
+        let block = |i: u64| (i * 7919 % 2000) * 65 * 4096;
+        for i in 0..2000u64 {
+            ts.push(2 * i as i64 * 1000);
+            st.push(0);
+            op.push(1);
+            off.push(block(i));
+            if i >= 50 {
+                ts.push((2 * i + 1) as i64 * 1000);
+                st.push(1);
+                op.push(0);
+                off.push(block(i - 50));
+            }
+        }
+        let n = ts.len();
+        let cfg = FitConfig {
+            tree: Tree::new(2, 4, 1 << 30),
+            flat: false,
+            window_ns: 1_000_000,
+            reref: true,
+        };
+        let reuse = match global {
+            true => global_stack_distances(&off, 4096),
+            false => stack_distances(&st, &off, 4096),
+        };
+        let mut f = Fitter::new(cfg);
+        f.update(&ts, &st, &op, &off, &vec![4096; n], Some(&reuse), None);
+        let mut doc = finalize(&f, "auto", *ts.last().unwrap());
+        if global {
+            doc["reuse_scope"] = "global".into();
+        }
+        doc
+    }
+
+    /// The share of stream 1's requests on a block touched before (by any stream): what a
+    /// cache both streams share sees as hits.
+    fn shared_hits(c: &Columns) -> f64 {
+        let mut seen = std::collections::HashSet::new();
+        let (mut reads, mut hits) = (0, 0);
+        for i in 0..c.len() {
+            let fresh = seen.insert(c.offset[i] / 4096);
+            if c.stream[i] == 1 {
+                reads += 1;
+                hits += !fresh as u64;
+            }
+        }
+        hits as f64 / reads as f64
+    }
+
+    #[test]
+    fn global_history_rereads_other_streams_blocks() {
+        let global = Sampler::from_json(&shared_blocks(true)).unwrap();
+        assert!(global.global_reuse);
+        let c = global.generate(&params(3950));
+        assert!(shared_hits(&c) > 0.9, "{}", shared_hits(&c));
+        // per-stream distances (older models): stream 1 never re-reads its own blocks
+        let own = Sampler::from_json(&shared_blocks(false)).unwrap();
+        assert!(!own.global_reuse);
+        let c = own.generate(&params(3950));
+        assert!(shared_hits(&c) < 0.1, "{}", shared_hits(&c));
+    }
+
+    #[test]
+    fn global_history_streams_as_generated() {
+        let s = Sampler::from_json(&shared_blocks(true)).unwrap();
+        let p = params(3950);
+        let whole = s.generate(&p);
+        assert_eq!(whole, s.generate(&p));
+        let mut c = Columns::default();
+        for r in s.clone().stream(p) {
+            c.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+        }
+        assert_eq!(c, whole);
     }
 
     #[test]

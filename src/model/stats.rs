@@ -451,6 +451,20 @@ pub fn stack_distances(stream: &[u32], offset: &[u64], block: u64) -> Vec<u32> {
     out
 }
 
+/// LRU stack distances of each request against the GLOBAL history (all streams, time order),
+/// at `block`-byte granularity of the request's first block: a request re-references a block
+/// when any stream touched it before. Sampled as `stack_distances` samples one long stream.
+/// Each stream keeps the histogram of its own requests' global distances, so the sampler can
+/// re-issue blocks other streams touched (database backends read pages others wrote).
+pub fn global_stack_distances(offset: &[u64], block: u64) -> Vec<u32> {
+    let mut out = vec![u32::MAX; offset.len()];
+    let idx: Vec<usize> = (0..offset.len()).collect();
+    let threshold =
+        (SAMPLE_SPACE * EXACT_REQUESTS as u64 / idx.len().max(1) as u64).min(SAMPLE_SPACE);
+    stream_distances(&idx, offset, block, threshold, &mut out);
+    out
+}
+
 fn stream_distances(idx: &[usize], offset: &[u64], block: u64, threshold: u64, out: &mut [u32]) {
     let mut tracker = StackTracker::new(idx.len(), threshold);
     for &i in idx {
@@ -764,18 +778,23 @@ mod tests {
                 (next() % 100_000) * 4096
             };
         }
-        let reuse = stack_distances(&st, &off, 4096);
         let c = FitConfig {
             tree: Tree::new(3, 4, 1 << 40),
             flat: false,
             window_ns: 1 << 30,
             reref: true,
         };
-        let mut one = Fitter::new(c);
-        one.update(&ts, &st, &op, &off, &sz, Some(&reuse), None);
-        let par = fit_parallel(c, &ts, &st, &op, &off, &sz, Some(&reuse), None);
-        assert_eq!(par.streams, one.streams);
-        assert_eq!(par.lasts, one.lasts);
+        // per-stream and global distances alike: both are a pre-pass over the whole trace
+        for reuse in [
+            stack_distances(&st, &off, 4096),
+            global_stack_distances(&off, 4096),
+        ] {
+            let mut one = Fitter::new(c);
+            one.update(&ts, &st, &op, &off, &sz, Some(&reuse), None);
+            let par = fit_parallel(c, &ts, &st, &op, &off, &sz, Some(&reuse), None);
+            assert_eq!(par.streams, one.streams);
+            assert_eq!(par.lasts, one.lasts);
+        }
     }
 
     #[test]
@@ -785,6 +804,64 @@ mod tests {
         let off = [0u64, 4096, 0, 0, 8192, 4096, 0];
         let d = stack_distances(&st, &off, 4096);
         assert_eq!(d, vec![u32::MAX, u32::MAX, u32::MAX, 1, u32::MAX, 2, 2]);
+    }
+
+    #[test]
+    fn global_distances_count_every_streams_blocks() {
+        // time order: s0 a, s1 b, s1 a, s0 c, s0 b, s1 a
+        // global: a cold, b cold, a after {b}: 1, c cold, b after {a, c}: 2, a after {c, b}: 2
+        let st = [0u32, 1, 1, 0, 0, 1];
+        let off = [0u64, 4096, 100, 8192, 4096 + 4000, 0];
+        assert_eq!(
+            global_stack_distances(&off, 4096),
+            vec![u32::MAX, u32::MAX, 1, u32::MAX, 2, 2]
+        );
+        // per stream, s1's second `a` and s0's `b` are first touches
+        assert_eq!(
+            stack_distances(&st, &off, 4096),
+            vec![u32::MAX, u32::MAX, u32::MAX, u32::MAX, u32::MAX, 0]
+        );
+        // categories follow the global history: stream 1's read of `a` is a re-reference
+        let c = FitConfig {
+            reref: true,
+            ..cfg(1)
+        };
+        let mut f = Fitter::new(c);
+        let reuse = global_stack_distances(&off, 4096);
+        let n = st.len();
+        let ts: Vec<i64> = (0..n as i64).collect();
+        f.update(
+            &ts,
+            &st,
+            &vec![0; n],
+            &off,
+            &vec![512; n],
+            Some(&reuse),
+            None,
+        );
+        // (kind, count) of each stream's transitions
+        let kinds = |id: u32| -> Vec<(u8, u64)> {
+            let mut by_kind: FxHashMap<u8, u64> = FxHashMap::default();
+            for t in f.streams[&id].transitions.values() {
+                for (c, iat) in &t.categories {
+                    *by_kind.entry(c.kind).or_insert(0) += iat.count;
+                }
+            }
+            let mut k: Vec<(u8, u64)> = by_kind.into_iter().collect();
+            k.sort_unstable();
+            k
+        };
+        assert_eq!(kinds(1), vec![(KIND_REREF, 2)]);
+        assert_eq!(kinds(0), vec![(KIND_RANDOM, 1), (KIND_REREF, 1)]);
+        let reuse_count = |id: u32| {
+            f.streams[&id]
+                .reuse
+                .sorted()
+                .iter()
+                .map(|b| b.1)
+                .sum::<u64>()
+        };
+        assert_eq!((reuse_count(0), reuse_count(1)), (1, 2));
     }
 
     #[test]
