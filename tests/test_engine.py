@@ -465,7 +465,8 @@ def test_bad_options(tmp_path: Path, model_1k: Model) -> None:
 def test_long_run_keeps_weights_phases_and_intensity(tmp_path: Path) -> None:
     """100,000 requests of a 16-device model (the shared TPC-C trace by device): every
     stream's share within 0.05% of the model's weight, the per-window counts of what was
-    issued follow the schedule's fluctuation phases, and intensity 2 halves the run."""
+    issued follow the schedule's fluctuation phases, and doubling the intensity halves the
+    run."""
     disksim = SHARED / "traces" / "tpcc_small.disksim"
     if not disksim.exists():
         pytest.skip(f"{disksim} is not here")
@@ -475,7 +476,9 @@ def test_long_run_keeps_weights_phases_and_intensity(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     model.save(path)
     spans = {}
-    for intensity in (0.5, 1.0):  # the trace runs ~51k requests/s: 100,000 in ~4 s, then ~2 s
+    # the trace runs ~51k requests/s; at a quarter and half of it (100,000 in ~8 s, then ~4 s)
+    # the engine keeps its schedule on a busy 2-core machine too (at full rate it fell behind)
+    for intensity in (0.25, 0.5):
         rec_path = tmp_path / f"rec{intensity}.parquet"
         args = ["run", str(path), "--target", str(tmp_path / "t.bin"), "--size", "64M"]
         args += ["--requests", "100000", "--intensity", str(intensity), "--buffered"]
@@ -497,4 +500,4 @@ def test_long_run_keeps_weights_phases_and_intensity(tmp_path: Path) -> None:
         planned = np.bincount((schedule["ts_ns"].to_numpy() // window).astype(int), minlength=bins)
         n = min(len(issued), len(planned))
         assert np.corrcoef(issued[:n], planned[:n])[0, 1] > 0.9
-    assert spans[1.0] == pytest.approx(spans[0.5] / 2, rel=0.02)
+    assert spans[0.5] == pytest.approx(spans[0.25] / 2, rel=0.02)
