@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 from common import BENCH, run_step, write_section  # noqa: E402
 
 DATA = BENCH / "data"
+LOAD_AT_START = 0.0
 STREAMS = 32
 CHUNK = 4_000_000
 DEVICE = 64 << 30
@@ -121,6 +123,7 @@ JOBS = {  # what a step runs on PATH, leaving its result at OUT
 
 IN_PROCESS = """
 import json
+import os
 from pathlib import Path
 from iotwin.distributed import characterize_dataset, fit_dataset
 JOB
@@ -202,6 +205,8 @@ def main() -> None:
     ap.add_argument("--write-results", action="store_true")
     ap.add_argument("--make-only", action="store_true", help="only make the dataset")
     args = ap.parse_args()
+    global LOAD_AT_START
+    LOAD_AT_START = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     DATA.mkdir(exist_ok=True)
     path = DATA / f"distributed-{args.records}.ds"
     t0 = time.perf_counter()
@@ -247,8 +252,7 @@ def report(ds, args, runs: dict, size_mib: float, lengths) -> str:
         f"requests each), {len(ds.partitions)} partitions (by stream, every 4Mi requests), "
         f"{size_mib:.0f} MiB of Parquet. fit with re-references on (the default), so a fit "
         "task is one stream's partitions in time order; a characterize task is one stream too. "
-        "The machine was shared with other work during this run (figures are indicative; the "
-        "lead re-runs on an idle machine).",
+        f"Load average at the start: {LOAD_AT_START:.1f} on {os.cpu_count()} cores.",
         "",
         "| run | wall | work | rate | peak RSS | result identical |",
         "|---|---|---|---|---|---|",
