@@ -83,7 +83,7 @@ def sim(
         typer.Option(
             "--intensity",
             help="Arrival-rate multiplier, or 'auto': the highest rate up to 1 that keeps the "
-            "device about 60% busy.",
+            "device at most 70% busy in its busiest second.",
         ),
     ] = "1",
     seed: SeedOpt = 0,
@@ -145,7 +145,7 @@ IntensityOpt = Annotated[
     typer.Option(
         "--intensity",
         help="Arrival-rate multiplier, or 'auto': the highest rate up to 1 that keeps the "
-        "uncached device about 60% busy with the original.",
+        "uncached device at most 70% busy in its busiest second with the original.",
     ),
 ]
 
@@ -284,7 +284,7 @@ def levels_cmd(
         typer.Option(
             "--intensity",
             help="Arrival-rate multiplier for original and twins, or 'auto': the highest rate "
-            "up to 1 that keeps the device about 60% busy with the original.",
+            "up to 1 that keeps the device at most 70% busy in its busiest second with the original.",
         ),
     ] = "auto",
     seed: SeedOpt = 0,
