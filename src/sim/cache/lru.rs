@@ -11,6 +11,8 @@ pub struct Lru {
     map: FxHashMap<u64, u32>,
     slab: Slab,
     list: List,
+    /// Dirty flag per slot (`access_tracked`).
+    dirty: Vec<bool>,
 }
 
 impl Lru {
@@ -20,12 +22,20 @@ impl Lru {
             map: block_map(capacity + 1),
             slab: Slab::with_capacity(capacity),
             list: List::new(),
+            dirty: Vec::new(),
         }
     }
-}
 
-impl CachePolicy for Lru {
-    fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
+    /// One access; with `flags`, `write` marks the block dirty and evicted blocks' flags are
+    /// reported (and `dirty` is kept, one flag per slot).
+    #[inline(always)]
+    fn touch(
+        &mut self,
+        block: u64,
+        write: bool,
+        evicted: &mut Vec<u64>,
+        flags: Option<&mut Vec<bool>>,
+    ) -> bool {
         // One probe finds the block or the vacant entry it takes; a full cache gives it the
         // tail's slot, and the tail's block leaves the map after (the map has room for one
         // more than the capacity).
@@ -34,6 +44,13 @@ impl CachePolicy for Lru {
             Entry::Occupied(e) => {
                 let i = *e.get();
                 self.slab.move_to_head(&mut self.list, i);
+                if flags.is_some() && write {
+                    let i = i as usize;
+                    if i >= self.dirty.len() {
+                        self.dirty.resize(i + 1, false);
+                    }
+                    self.dirty[i] = true;
+                }
                 return true;
             }
             Entry::Vacant(_) if self.capacity == 0 => return false,
@@ -55,7 +72,37 @@ impl CachePolicy for Lru {
         } else {
             self.slab.push_head(&mut self.list, slot);
         }
+        if let Some(f) = flags {
+            let i = slot as usize;
+            if i >= self.dirty.len() {
+                self.dirty.resize(i + 1, false);
+            }
+            if full {
+                f.push(self.dirty[i]);
+            }
+            self.dirty[i] = write;
+        }
         false
+    }
+}
+
+impl CachePolicy for Lru {
+    fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
+        self.touch(block, false, evicted, None)
+    }
+
+    fn tracks_dirty(&self) -> bool {
+        true
+    }
+
+    fn access_tracked(
+        &mut self,
+        block: u64,
+        write: bool,
+        evicted: &mut Vec<u64>,
+        evicted_dirty: &mut Vec<bool>,
+    ) -> bool {
+        self.touch(block, write, evicted, Some(evicted_dirty))
     }
 
     fn len(&self) -> usize {

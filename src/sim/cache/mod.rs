@@ -23,6 +23,25 @@ pub trait CachePolicy: Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// Whether the policy keeps a dirty flag per block (`access_tracked`); otherwise the
+    /// tiered device keeps its own set of dirty blocks.
+    fn tracks_dirty(&self) -> bool {
+        false
+    }
+    /// `access` that also marks the block dirty when `write`, and appends each evicted
+    /// block's flag to `evicted_dirty` (one hash probe per access instead of three).
+    fn access_tracked(
+        &mut self,
+        block: u64,
+        _write: bool,
+        evicted: &mut Vec<u64>,
+        evicted_dirty: &mut Vec<bool>,
+    ) -> bool {
+        let before = evicted.len();
+        let hit = self.access(block, evicted);
+        evicted_dirty.resize(evicted_dirty.len() + evicted.len() - before, false);
+        hit
+    }
 }
 
 pub struct PolicyInfo {

@@ -31,6 +31,9 @@ pub struct Tiered {
     pending: BTreeSet<u64>,
     pending_limit: usize,
     evicted: Vec<u64>,
+    /// The policy's dirty flags of `evicted`, when it keeps them (`tracks_dirty`).
+    evicted_dirty: Vec<bool>,
+    tracked: bool,
     missed: Vec<u64>,
     hits: u64,
     misses: u64,
@@ -38,58 +41,75 @@ pub struct Tiered {
 }
 
 pub fn build(spec: &Value, seed: u64) -> Result<Box<dyn Device>, String> {
-    let part = |name: &str| {
-        spec.get(name)
-            .ok_or(format!("tiered device lacks its {name:?} part"))
-    };
-    let ssd = SsdParams::from_spec(part("ssd")?)?;
-    let hdd = HddParams::from_spec(part("hdd")?)?;
-    let cache_bytes = number(spec, "cache_bytes")? as u64;
-    if cache_bytes > ssd.capacity {
-        return Err(format!(
-            "cache_bytes {cache_bytes} exceeds the SSD's capacity {}",
-            ssd.capacity
-        ));
-    }
-    let policy_name = spec.get("policy").and_then(Value::as_str).unwrap_or("lru");
-    let write_back = match spec
-        .get("write_policy")
-        .and_then(Value::as_str)
-        .unwrap_or("back")
-    {
-        "back" => true,
-        "through" => false,
-        other => {
-            return Err(format!(
-                "write_policy must be \"back\" or \"through\", got {other:?}"
-            ))
-        }
-    };
-    Ok(Box::new(Tiered {
-        ssd: Ssd::new(ssd),
-        hdd: Hdd::new(hdd, seed),
-        policy: make_policy(policy_name, (cache_bytes / PAGE) as usize)?,
-        write_back,
-        dirty: FxHashSet::default(),
-        pending: BTreeSet::new(),
-        pending_limit: ((cache_bytes / PAGE) as f64 * FLUSH_LIMIT).max(FLUSH_RUN as f64) as usize,
-        evicted: Vec::new(),
-        missed: Vec::new(),
-        hits: 0,
-        misses: 0,
-        writebacks: 0,
-    }))
+    Ok(Box::new(Tiered::from_spec(spec, seed)?))
 }
 
 impl Tiered {
-    /// Runs every block of `r` through the policy; missed blocks go to `self.missed`.
+    fn from_spec(spec: &Value, seed: u64) -> Result<Tiered, String> {
+        let part = |name: &str| {
+            spec.get(name)
+                .ok_or(format!("tiered device lacks its {name:?} part"))
+        };
+        let ssd = SsdParams::from_spec(part("ssd")?)?;
+        let hdd = HddParams::from_spec(part("hdd")?)?;
+        let cache_bytes = number(spec, "cache_bytes")? as u64;
+        if cache_bytes > ssd.capacity {
+            return Err(format!(
+                "cache_bytes {cache_bytes} exceeds the SSD's capacity {}",
+                ssd.capacity
+            ));
+        }
+        let policy_name = spec.get("policy").and_then(Value::as_str).unwrap_or("lru");
+        let write_back = match spec
+            .get("write_policy")
+            .and_then(Value::as_str)
+            .unwrap_or("back")
+        {
+            "back" => true,
+            "through" => false,
+            other => {
+                return Err(format!(
+                    "write_policy must be \"back\" or \"through\", got {other:?}"
+                ))
+            }
+        };
+        let policy = make_policy(policy_name, (cache_bytes / PAGE) as usize)?;
+        Ok(Tiered {
+            tracked: policy.tracks_dirty(),
+            ssd: Ssd::new(ssd),
+            hdd: Hdd::new(hdd, seed),
+            policy,
+            write_back,
+            dirty: FxHashSet::default(),
+            pending: BTreeSet::new(),
+            pending_limit: ((cache_bytes / PAGE) as f64 * FLUSH_LIMIT).max(FLUSH_RUN as f64)
+                as usize,
+            evicted: Vec::new(),
+            evicted_dirty: Vec::new(),
+            missed: Vec::new(),
+            hits: 0,
+            misses: 0,
+            writebacks: 0,
+        })
+    }
+
+    /// Runs every block of `r` through the policy (marking them dirty for a write-back
+    /// write, where the policy keeps the flags); missed blocks go to `self.missed`.
     fn lookup(&mut self, r: &SimRequest) {
         self.missed.clear();
         self.evicted.clear();
+        self.evicted_dirty.clear();
         let first = r.offset / PAGE;
         let last = (r.offset + r.size as u64 - 1) / PAGE;
+        let dirtying = r.op == 1 && self.write_back;
         for block in first..=last {
-            if self.policy.access(block, &mut self.evicted) {
+            let hit = if self.tracked {
+                let (ev, flags) = (&mut self.evicted, &mut self.evicted_dirty);
+                self.policy.access_tracked(block, dirtying, ev, flags)
+            } else {
+                self.policy.access(block, &mut self.evicted)
+            };
+            if hit {
                 self.hits += 1;
             } else {
                 self.misses += 1;
@@ -103,7 +123,12 @@ impl Tiered {
     fn queue_evicted(&mut self, now: u64) {
         for i in 0..self.evicted.len() {
             let block = self.evicted[i];
-            if self.dirty.remove(&block) {
+            let dirty = if self.tracked {
+                self.evicted_dirty[i]
+            } else {
+                self.dirty.remove(&block)
+            };
+            if dirty {
                 self.pending.insert(block);
             }
         }
@@ -167,13 +192,16 @@ impl Tiered {
         self.lookup(r);
         let pages = super::ssd::pages(r.offset, r.size);
         let mut done = self.ssd.serve_pages(r.arrival_ns, 1, pages);
-        if self.write_back {
-            let first = r.offset / PAGE;
-            self.dirty.extend(first..first + pages);
-        } else {
+        if !self.write_back {
             done = done.max(self.hdd.submit(r));
         }
+        // evictions first: a block of this request evicted and re-inserted by it was clean
+        // when it left (measured: marking first wrote such blocks back and lost their flag)
         self.queue_evicted(r.arrival_ns);
+        if self.write_back && !self.tracked {
+            let first = r.offset / PAGE;
+            self.dirty.extend(first..first + pages);
+        }
         done
     }
 }
@@ -209,5 +237,66 @@ impl Device for Tiered {
 
     fn capacity(&self) -> u64 {
         self.hdd.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::cache::CachePolicy;
+    use serde_json::json;
+
+    /// LRU with its dirty flags hidden: the tiered device then keeps its own dirty set.
+    struct Untracked(Box<dyn CachePolicy>);
+
+    impl CachePolicy for Untracked {
+        fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
+            self.0.access(block, evicted)
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn capacity(&self) -> usize {
+            self.0.capacity()
+        }
+    }
+
+    fn spec() -> Value {
+        let hdd = json!({"kind": "hdd", "rpm": 7200, "average_seek_ms": 8.5,
+            "track_to_track_ms": 1.0, "full_stroke_ms": 18.0, "media_mb_per_s": 175,
+            "interface_mb_per_s": 600, "read_ahead_kib": 1024, "capacity_bytes": 1u64 << 36});
+        let ssd = json!({"kind": "ssd", "channels": 8, "read_us": 80, "write_us": 90,
+            "capacity_bytes": 1u64 << 34});
+        json!({"kind": "tiered", "cache_bytes": 64 * 4096, "policy": "lru",
+            "write_policy": "back", "ssd": ssd, "hdd": hdd})
+    }
+
+    #[test]
+    fn policy_dirty_flags_give_the_same_run_as_the_devices_own_set() {
+        let mut tracked = Tiered::from_spec(&spec(), 7).unwrap();
+        let mut own = Tiered::from_spec(&spec(), 7).unwrap();
+        own.policy = Box::new(Untracked(make_policy("lru", 64).unwrap()));
+        own.tracked = false;
+        assert!(tracked.tracked);
+        let mut x = 12345u64;
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let r = SimRequest {
+                arrival_ns: i * 2_000_000,
+                op: x.is_multiple_of(3) as u8,
+                offset: (x % 300) * 4096,
+                size: 4096 * (1 + (x >> 20) % 4) as u32,
+            };
+            assert_eq!(tracked.submit(&r), own.submit(&r), "request {i}");
+            assert_eq!(tracked.pending, own.pending, "request {i}");
+        }
+        let (a, b) = (tracked.report(), own.report());
+        assert_eq!(
+            (a.cache_hits, a.cache_misses, a.writebacks),
+            (b.cache_hits, b.cache_misses, b.writebacks)
+        );
+        assert!(a.writebacks > 0);
     }
 }
