@@ -44,7 +44,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check python tests bench samples examples docs/gen_cli.py
 
 # pytest's exit code 5 (no tests collected) is a failure too.
+# The Rust core's unit tests (hand-computed cases of the readers, model, cache policies and
+# devices), then the Python suite on real traces.
 test: sysdeps setup lint
+	cargo test --release -q
 	IOTWIN_SHARED=$(SHARED) $(PY) -m pytest -q -ra; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
