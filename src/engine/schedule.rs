@@ -111,8 +111,7 @@ impl Driver<'_> {
         }
     }
 
-    /// Issues what is queued (closed mode queues while slots are free: one system call for a
-    /// batch, as fio does).
+    /// Submits what is queued.
     fn flush(&mut self) -> Result<(), String> {
         self.backend
             .flush()
@@ -226,11 +225,17 @@ pub fn drive(
             }
         };
         d.issue(&r, at, sched)?;
-        if matches!(cfg.mode, Mode::Open) {
-            d.flush()?; // on time: each request goes out when it is due
-            if d.inflight() > 0 {
-                d.reap(None)?;
-            }
+        // each request goes out when it is issued: on time in the open loop; in the closed
+        // loop with O_DIRECT a freed slot is refilled at once, as fio does (batching the
+        // refills until every slot was free let the device queue drain: 16 completions per
+        // wake-up, 0.75x fio's IOPS; refilling at once: 0.95x). Buffered reads of cached data
+        // complete inside the submitting call, so there a batch per wait saves system calls
+        // (measured 5% more IOPS than refilling at once).
+        if cfg.direct || matches!(cfg.mode, Mode::Open) {
+            d.flush()?;
+        }
+        if matches!(cfg.mode, Mode::Open) && d.inflight() > 0 {
+            d.reap(None)?;
         }
     }
     d.drain()?;
