@@ -626,16 +626,11 @@ def validate(
 
 def _parse_size(text: str | None) -> int | None:
     """Bytes from "1073741824", "512M", "4G", "64k" (powers of 1024)."""
+    from .devices import parse_bytes
+
     if text is None:
         return None
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    raw = text.strip().lower().removesuffix("ib").removesuffix("b")
-    scale = units.get(raw[-1:], 1)
-    number = raw[:-1] if raw[-1:] in units else raw
-    try:
-        value = int(float(number) * scale)
-    except ValueError:
-        raise IotwinError(f"--size '{text}': expected bytes like 1073741824, 512M or 4G") from None
+    value = parse_bytes(text, "--size")
     if value <= 0:
         raise IotwinError(f"--size '{text}': must be positive")
     return value

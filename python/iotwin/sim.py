@@ -175,4 +175,6 @@ def speedup(baseline: SimResult, studied: SimResult) -> dict[str, float]:
 
 def registry() -> dict[str, list[tuple[str, str]]]:
     """Device kinds and cache policies the core knows."""
-    return {"devices": _core.device_kinds(), "policies": _core.cache_policies()}
+    from .cache import policies
+
+    return {"devices": _core.device_kinds(), "policies": policies()}

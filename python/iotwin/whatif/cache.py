@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from ..devices import describe, resolve, tiered
+from ..report.figures import bytes_label
 from ..sim import simulate, speedup
 from ..trace import Trace
+from ..validate import lru
 from . import Workload, auto_intensity
 
 # Cache sizes when none are given: these fractions of the workload's footprint.
@@ -23,22 +24,9 @@ BLOCK = 4096
 
 
 def footprint_bytes(trace: Trace) -> int:
-    """Bytes of the distinct 4 KiB blocks the trace touches."""
-    off = trace.numpy("offset", np.uint64)
-    end = off + trace.numpy("size", np.uint32).astype(np.uint64)
-    first, last = off // BLOCK, np.maximum(end, off + 1) // BLOCK
-    last = np.where(end % BLOCK == 0, last - 1, last)
-    last = np.maximum(last, first)
-    # distinct blocks over all intervals: sort intervals and merge
-    order = np.argsort(first, kind="stable")
-    lo, hi = first[order], last[order]
-    reach = np.maximum.accumulate(hi)
-    starts = np.concatenate(([True], lo[1:] > reach[:-1]))
-    group = np.cumsum(starts) - 1
-    seg_lo = lo[starts]
-    seg_hi = np.zeros(len(seg_lo), dtype=np.uint64)
-    np.maximum.at(seg_hi, group, hi)
-    return int((seg_hi - seg_lo + 1).sum()) * BLOCK
+    """Bytes of the distinct 4 KiB blocks the trace touches (each volume or file its own
+    address space), as the miss-ratio curves count them."""
+    return lru(trace, [])[1] * BLOCK
 
 
 def auto_sizes(trace: Trace) -> list[int]:
@@ -135,7 +123,7 @@ def render(r: dict[str, Any], console: Console) -> None:
         t.add_column(f"{name} speedup", justify="right")
         t.add_column("hit ratio", justify="right", style="dim")
     for i, size in enumerate(r["sizes"]):
-        row = [human_bytes(size)]
+        row = [bytes_label(size)]
         for name in names:
             p = r["points"][name][i]
             row += [
@@ -144,7 +132,7 @@ def render(r: dict[str, Any], console: Console) -> None:
             ]
         t.add_row(*row)
     console.print(t)
-    console.print(f"footprint {human_bytes(r['footprint_bytes'])}")
+    console.print(f"footprint {bytes_label(r['footprint_bytes'])}")
     if "twin_max_error" in r:
         console.print(
             f"largest speedup difference from the original: twin {r['twin_max_error']:.3f}, "
@@ -166,10 +154,3 @@ def plot(r: dict[str, Any], path) -> None:
         ax.legend()
 
     save_figure(draw, path)
-
-
-def human_bytes(n: int) -> str:
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"

@@ -131,9 +131,10 @@ def study(
     ra = simulate(after, spec, intensity, seed)
     side = {}
     for name, t, r in (("before", before, rb), ("after", after, ra)):
+        seq = sequential_fractions(t)
         side[name] = {
-            **{f"sequential_{k}": v for k, v in sequential_fractions(t).items()},
-            "sequential_fraction": sequential_fractions(t)["per_stream"],
+            **{f"sequential_{k}": v for k, v in seq.items()},
+            "sequential_fraction": seq["per_stream"],
             "mean_ms": r.mean_ms,
             "p95_ms": r.percentile_ms(95),
             "busy_s": r.busy_ns / 1e9,

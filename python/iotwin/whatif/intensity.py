@@ -28,9 +28,11 @@ def study(
     spec = resolve(device)
     trace = w.reference(seed)
     task = progress.add_task("simulating", total=len(scales)) if progress else None
-    points = []
+    points, base = [], None
     for scale in sorted(scales):
         r = simulate(trace, spec, scale, seed)
+        if scale == 1.0:
+            base = r
         if progress is not None:
             progress.advance(task)
         keeps_up = r.arrival_span_ns == 0 or r.completed_iops >= KEEPS_UP * r.offered_iops
@@ -46,7 +48,7 @@ def study(
             }
         )
     saturated = [p["scale"] for p in points if not p["keeps_up"]]
-    base = simulate(trace, spec, 1.0, seed)
+    base = base or simulate(trace, spec, 1.0, seed)
     estimate = base.arrival_span_ns / (base.busy_ns / base.servers) if base.busy_ns else None
     return {
         "kind": "whatif-intensity",
