@@ -5,6 +5,7 @@
 //! PyO3 layer that the Python package `iotwin` calls.
 
 pub mod bindings;
+pub mod codec;
 pub mod columns;
 pub mod engine;
 pub mod model;

@@ -11,6 +11,7 @@ use super::stats::{
     StreamStats, TransStats,
 };
 use super::tree::{TransKey, Tree};
+use crate::codec::{put_i64, put_u128, put_u32, put_u64, Reader};
 use rustc_hash::FxHashMap;
 
 const MAGIC: &[u8; 8] = b"IOTWFIT1";
@@ -130,7 +131,7 @@ pub fn encode(f: &Fitter) -> Vec<u8> {
 
 /// The fitter `encode` wrote; an error names what is wrong with the bytes.
 pub fn decode(bytes: &[u8]) -> Result<Fitter, String> {
-    let mut r = Reader { buf: bytes, at: 0 };
+    let mut r = Reader::new(bytes);
     if r.take(MAGIC.len())? != MAGIC {
         return Err("not iotwin partition statistics (bad magic)".into());
     }
@@ -142,11 +143,11 @@ pub fn decode(bytes: &[u8]) -> Result<Fitter, String> {
         reref: r.u8()? != 0,
     };
     let mut f = Fitter::new(config);
-    for _ in 0..r.len()? {
+    for _ in 0..r.len(1)? {
         let id = r.u32()?;
         f.streams.insert(id, r.stream()?);
     }
-    for _ in 0..r.len()? {
+    for _ in 0..r.len(1)? {
         let id = r.u32()?;
         let last = Last {
             leaf: r.u64()?,
@@ -155,7 +156,7 @@ pub fn decode(bytes: &[u8]) -> Result<Fitter, String> {
         };
         f.lasts.insert(id, last);
     }
-    for _ in 0..r.len()? {
+    for _ in 0..r.len(1)? {
         let id = r.u32()?;
         let head = Request {
             ts: r.i64()?,
@@ -172,19 +173,6 @@ pub fn decode(bytes: &[u8]) -> Result<Fitter, String> {
         return Err(format!("{} trailing bytes", bytes.len() - r.at));
     }
     Ok(f)
-}
-
-fn put_u32(w: &mut Vec<u8>, v: u32) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
-fn put_u64(w: &mut Vec<u8>, v: u64) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
-fn put_i64(w: &mut Vec<u8>, v: i64) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
-fn put_u128(w: &mut Vec<u8>, v: u128) {
-    w.extend_from_slice(&v.to_le_bytes());
 }
 
 fn put_category(w: &mut Vec<u8>, c: &Category) {
@@ -258,56 +246,14 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     put_u64(w, s.bytes);
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    at: usize,
+/// The fit statistics' own items, read with the shared reader.
+trait FitReader {
+    fn category(&mut self) -> Result<Category, String>;
+    fn hist(&mut self) -> Result<Hist, String>;
+    fn stream(&mut self) -> Result<StreamStats, String>;
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or_else(|| format!("truncated at byte {}", self.at))?;
-        let s = &self.buf[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        Ok(self.take(N)?.try_into().expect("length checked"))
-    }
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-    fn i64(&mut self) -> Result<i64, String> {
-        Ok(i64::from_le_bytes(self.array()?))
-    }
-    fn u128(&mut self) -> Result<u128, String> {
-        Ok(u128::from_le_bytes(self.array()?))
-    }
-    /// A count of items that follow; bounded by the bytes left, so bad input cannot make
-    /// the reader reserve or loop without end.
-    fn len(&mut self) -> Result<usize, String> {
-        let n = self.u64()?;
-        if n > (self.buf.len() - self.at) as u64 {
-            return Err(format!("bad item count {n} at byte {}", self.at - 8));
-        }
-        Ok(n as usize)
-    }
-    fn flag(&mut self) -> Result<bool, String> {
-        match self.u8()? {
-            0 => Ok(false),
-            1 => Ok(true),
-            v => Err(format!("bad flag {v} at byte {}", self.at - 1)),
-        }
-    }
+impl FitReader for Reader<'_> {
     fn category(&mut self) -> Result<Category, String> {
         Ok(Category {
             op: self.u8()?,
@@ -317,7 +263,7 @@ impl<'a> Reader<'a> {
     }
     fn hist(&mut self) -> Result<Hist, String> {
         let mut h = Hist::default();
-        for _ in 0..self.len()? {
+        for _ in 0..self.len(1)? {
             let b = self.u16()?;
             h.counts.insert(b, self.u64()?);
         }
@@ -336,7 +282,7 @@ impl<'a> Reader<'a> {
             s.first = Some((leaf, self.category()?));
         }
         s.members = self.u64()?;
-        for _ in 0..self.len()? {
+        for _ in 0..self.len(1)? {
             let key = TransKey {
                 depth: self.u32()?,
                 prefix: self.u64()?,
@@ -347,7 +293,7 @@ impl<'a> Reader<'a> {
                 count: self.u64()?,
                 ..Default::default()
             };
-            for _ in 0..self.len()? {
+            for _ in 0..self.len(1)? {
                 let c = self.category()?;
                 let iat = IatStats {
                     count: self.u64()?,
@@ -361,15 +307,15 @@ impl<'a> Reader<'a> {
             }
             s.transitions.insert(key, t);
         }
-        for _ in 0..self.len()? {
+        for _ in 0..self.len(1)? {
             let key = (self.u32()?, self.u64()?);
             s.entries.insert(key, self.u64()?);
         }
-        for _ in 0..self.len()? {
+        for _ in 0..self.len(1)? {
             let leaf = self.u64()?;
             s.leaf_visits.insert(leaf, self.u64()?);
         }
-        for _ in 0..self.len()? {
+        for _ in 0..self.len(1)? {
             let win = self.i64()?;
             s.windows.insert(win, self.u64()?);
         }

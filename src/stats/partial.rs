@@ -13,6 +13,7 @@ use super::characterize::{
     window_grid, Counts, Params, PartCounter, StreamStats, Summary, TraceColumns, Whole,
 };
 use super::footprint::{blocks, BlockCounts, Footprints, Union};
+use crate::codec::{put_u64, Reader};
 use rustc_hash::FxHashMap;
 
 const MAGIC: &[u8; 8] = b"IOTWCHR1";
@@ -197,56 +198,52 @@ pub fn encode(p: &Partial) -> Vec<u8> {
     let mut w = Vec::with_capacity(1 << 12);
     w.extend_from_slice(MAGIC);
     let c = &p.counts;
-    put(&mut w, c.capacity);
-    put(&mut w, c.leaves as u64);
-    put(&mut w, p.span);
-    put(&mut w, p.window_ns as u64);
+    put_u64(&mut w, c.capacity);
+    put_u64(&mut w, c.leaves as u64);
+    put_u64(&mut w, p.span);
+    put_u64(&mut w, p.window_ns as u64);
     put_vec(&mut w, &c.window_counts);
     put_vec(&mut w, &c.size_log2);
     put_vec(&mut w, &c.jump_log2);
-    put(&mut w, c.size_counts.len() as u64);
+    put_u64(&mut w, c.size_counts.len() as u64);
     for (&size, &n) in &c.size_counts {
-        put(&mut w, size as u64);
-        put(&mut w, n);
+        put_u64(&mut w, size as u64);
+        put_u64(&mut w, n);
     }
-    put(&mut w, c.streams.len() as u64);
+    put_u64(&mut w, c.streams.len() as u64);
     for (((s, windows), &requested), ranges) in c.streams.iter().zip(&p.requested).zip(&p.ranges) {
         put_stream(&mut w, s);
-        put(&mut w, windows.len() as u64);
+        put_u64(&mut w, windows.len() as u64);
         for &(win, n) in windows {
-            put(&mut w, win);
-            put(&mut w, n);
+            put_u64(&mut w, win);
+            put_u64(&mut w, n);
         }
-        put(&mut w, requested);
-        put(&mut w, ranges.len() as u64);
+        put_u64(&mut w, requested);
+        put_u64(&mut w, ranges.len() as u64);
         for &(s, e) in ranges {
-            put(&mut w, s);
-            put(&mut w, e);
+            put_u64(&mut w, s);
+            put_u64(&mut w, e);
         }
     }
     w
 }
 
-fn put(w: &mut Vec<u8>, v: u64) {
-    w.extend_from_slice(&v.to_le_bytes());
-}
-
 fn put_vec(w: &mut Vec<u8>, v: &[u64]) {
-    put(w, v.len() as u64);
+    put_u64(w, v.len() as u64);
     for &x in v {
-        put(w, x);
+        put_u64(w, x);
     }
 }
 
 fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
-    put(w, s.stream as u64);
+    put_u64(w, s.stream as u64);
     for v in [s.requests, s.reads, s.writes] {
-        put(w, v);
+        put_u64(w, v);
     }
     w.extend_from_slice(&s.size_sum.to_le_bytes());
     w.extend_from_slice(&s.latency_sum.to_le_bytes());
-    put(w, s.first_ts as u64);
-    put(w, s.last_ts as u64);
+    put_u64(w, s.first_ts as u64);
+    put_u64(w, s.last_ts as u64);
     for v in [
         s.backward,
         s.sequential,
@@ -257,13 +254,13 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
         s.detangled_runs,
         s.relaxed_runs,
     ] {
-        put(w, v);
+        put_u64(w, v);
     }
     put_vec(w, &s.locality);
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Partial, String> {
-    let mut r = Reader { buf: bytes, at: 0 };
+    let mut r = Reader::new(bytes);
     if r.take(MAGIC.len())? != MAGIC {
         return Err("not iotwin characterization counts (bad magic)".into());
     }
@@ -313,37 +310,13 @@ pub fn decode(bytes: &[u8]) -> Result<Partial, String> {
     })
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    at: usize,
+/// The characterize parts' own items, read with the shared reader.
+trait PartialReader {
+    fn vec(&mut self) -> Result<Vec<u64>, String>;
+    fn stream(&mut self) -> Result<StreamStats, String>;
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or_else(|| format!("truncated at byte {}", self.at))?;
-        let s = &self.buf[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-    fn u128(&mut self) -> Result<u128, String> {
-        Ok(u128::from_le_bytes(
-            self.take(16)?.try_into().expect("16 bytes"),
-        ))
-    }
-    /// A count of items of at least `item` bytes each; bounded by the bytes left.
-    fn len(&mut self, item: usize) -> Result<usize, String> {
-        let n = self.u64()?;
-        if n.saturating_mul(item as u64) > (self.buf.len() - self.at) as u64 {
-            return Err(format!("bad item count {n} at byte {}", self.at - 8));
-        }
-        Ok(n as usize)
-    }
+impl PartialReader for Reader<'_> {
     fn vec(&mut self) -> Result<Vec<u64>, String> {
         (0..self.len(8)?).map(|_| self.u64()).collect()
     }
