@@ -12,10 +12,15 @@ from .source import atomic_output
 SUFFIXES = (".png", ".svg", ".pdf")
 
 
+def check_plot_path(path: str | Path | None) -> None:
+    """Refuses a figure file name of the wrong kind before any work is done."""
+    if path is not None and Path(path).suffix.lower() not in SUFFIXES:
+        raise IotwinError(f"--plot {path}: use a .png, .svg or .pdf file name")
+
+
 def save_figure(draw: Callable, path: str | Path) -> None:
     path = Path(path)
-    if path.suffix.lower() not in SUFFIXES:
-        raise IotwinError(f"--plot {path}: use a .png, .svg or .pdf file name")
+    check_plot_path(path)
     import matplotlib
 
     matplotlib.use("Agg")

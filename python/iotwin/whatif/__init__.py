@@ -82,7 +82,9 @@ def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:
 def parse_list(text: str, what: str, convert) -> list:
     try:
         values = [convert(v.strip()) for v in text.split(",") if v.strip()]
-    except (ValueError, IotwinError) as exc:
+    except IotwinError:
+        raise  # the converter named the option and the value already
+    except ValueError as exc:
         raise IotwinError(f"{what} '{text}': {exc}") from None
     if not values:
         raise IotwinError(f"{what} '{text}': give a comma-separated list")

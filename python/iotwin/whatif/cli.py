@@ -159,6 +159,19 @@ def _progress():
     )  # fmt: skip
 
 
+def _scale(text: str) -> float:
+    """One positive intensity of --scales."""
+    from ..errors import IotwinError
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise IotwinError(f"--scales: '{text}' is not a number") from None
+    if not value > 0:
+        raise IotwinError(f"--scales: '{text}' must be positive")
+    return value
+
+
 def _sizes(text: str) -> list[int] | None:
     from ..devices import parse_bytes
     from . import parse_list
@@ -193,14 +206,21 @@ def cache_cmd(
     format: FormatOpt = None,
 ) -> None:
     """Storage speedup per SSD cache size: original, synthetic twin and uniform baseline."""
+    from ..cache import policies
+    from ..errors import IotwinError
+    from ..figures import check_plot_path
     from . import cache, load_workload
+
+    check_plot_path(plot)
+    known = [name for name, _ in policies()]
+    if policy not in known:
+        raise IotwinError(f"--policy '{policy}': unknown cache policy (known: {', '.join(known)})")
+    sizes_list, scale = _sizes(sizes), parse_intensity(intensity)
 
     with err_console.status("fitting the twin ..."):
         w = load_workload(workload, lambda p: load_trace_quietly(p, format))
     with _progress() as bar:
-        r = cache.study(
-            w, _sizes(sizes), over, ssd, policy, write, parse_intensity(intensity), seed, bar
-        )
+        r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar)
     emit(r, json_out, out, cache.render)
     if plot is not None:
         cache.plot(r, plot)
@@ -220,9 +240,11 @@ def intensity_cmd(
     format: FormatOpt = None,
 ) -> None:
     """Throughput and response time against intensity, naming the saturation point."""
+    from ..figures import check_plot_path
     from . import intensity, load_workload, parse_list
 
-    values = parse_list(scales, "--scales", parse_intensity)
+    check_plot_path(plot)
+    values = parse_list(scales, "--scales", _scale)
     with err_console.status("preparing ..."):
         w = load_workload(workload, lambda p: load_trace_quietly(p, format))
     with _progress() as bar:
