@@ -31,12 +31,15 @@ class Workload:
     model: Model
 
     def twin(self, seed: int = 0) -> Trace:
-        requests = len(self.original) if self.original is not None else None
-        return placed(self.model.synth(requests=requests, seed=seed))
+        return self._synth(seed, baseline=None)
 
     def uniform(self, seed: int = 0) -> Trace:
+        return self._synth(seed, baseline="uniform")
+
+    def _synth(self, seed: int, baseline: str | None) -> Trace:
+        """The model's trace, as long as the original when there is one."""
         requests = len(self.original) if self.original is not None else None
-        return placed(self.model.synth(requests=requests, seed=seed, baseline="uniform"))
+        return placed(self.model.synth(requests=requests, seed=seed, baseline=baseline))
 
     def reference(self, seed: int = 0) -> Trace:
         """The original when there is one, else the model's twin."""
@@ -62,7 +65,7 @@ def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:
     """The highest intensity, at most 1, at which `trace` keeps `device` at most
     PEAK_UTILISATION busy in every second (bisection on the measured per-request demands)."""
     probe = simulate(trace, device, 1.0, seed)
-    ts, _ = arrival_times(placed(trace))
+    ts, _ = arrival_times(trace)  # placing files on the virtual device keeps the row order
     if peak_load(probe, ts, 1.0, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
         return 1.0
     lo, hi = 0.0, 1.0

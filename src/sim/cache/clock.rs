@@ -2,55 +2,35 @@
 //! set bits and passes them (their second chance) until it finds a clear one, whose block is
 //! replaced. It is FIFO-with-reinsertion with a one-bit counter, as libCacheSim's `Clock`.
 
-use super::{block_map, CachePolicy};
-use rustc_hash::FxHashMap;
+use super::ring::Ring;
+use super::CachePolicy;
 
 pub struct Clock {
-    capacity: usize,
-    map: FxHashMap<u64, u32>,
-    ring: Vec<u64>,
+    ring: Ring,
+    /// Per slot.
     referenced: Vec<bool>,
-    hand: usize,
 }
 
 impl Clock {
     pub fn new(capacity: usize) -> Self {
         Clock {
-            capacity,
-            map: block_map(capacity),
-            ring: Vec::with_capacity(capacity),
-            referenced: Vec::with_capacity(capacity),
-            hand: 0,
+            ring: Ring::new(capacity),
+            referenced: vec![false; capacity],
         }
     }
 }
 
 impl CachePolicy for Clock {
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
-        if let Some(&slot) = self.map.get(&block) {
-            self.referenced[slot as usize] = true;
+        if let Some(slot) = self.ring.slot(block) {
+            self.referenced[slot] = true;
             return true;
         }
-        if self.capacity == 0 {
-            return false;
+        let referenced = &mut self.referenced;
+        let second_chance = |slot: usize| std::mem::replace(&mut referenced[slot], false);
+        if let Some(slot) = self.ring.insert(block, evicted, second_chance) {
+            referenced[slot] = false;
         }
-        let slot = if self.ring.len() < self.capacity {
-            self.ring.push(block);
-            self.referenced.push(false);
-            self.ring.len() - 1
-        } else {
-            while self.referenced[self.hand] {
-                self.referenced[self.hand] = false;
-                self.hand = (self.hand + 1) % self.capacity;
-            }
-            let slot = self.hand;
-            let old = std::mem::replace(&mut self.ring[slot], block);
-            self.map.remove(&old);
-            evicted.push(old);
-            self.hand = (self.hand + 1) % self.capacity;
-            slot
-        };
-        self.map.insert(block, slot as u32);
         false
     }
 
@@ -59,7 +39,7 @@ impl CachePolicy for Clock {
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.ring.capacity()
     }
 }
 

@@ -1,44 +1,27 @@
 //! FIFO: blocks leave in insertion order whatever their hits; a ring of slots whose hand
 //! points at the oldest block once the cache is full.
 
-use super::{block_map, CachePolicy};
-use rustc_hash::FxHashMap;
+use super::ring::Ring;
+use super::CachePolicy;
 
 pub struct Fifo {
-    capacity: usize,
-    map: FxHashMap<u64, u32>,
-    ring: Vec<u64>,
-    hand: usize,
+    ring: Ring,
 }
 
 impl Fifo {
     pub fn new(capacity: usize) -> Self {
         Fifo {
-            capacity,
-            map: block_map(capacity),
-            ring: Vec::with_capacity(capacity),
-            hand: 0,
+            ring: Ring::new(capacity),
         }
     }
 }
 
 impl CachePolicy for Fifo {
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
-        if self.map.contains_key(&block) {
+        if self.ring.slot(block).is_some() {
             return true;
         }
-        if self.capacity == 0 {
-            return false;
-        }
-        if self.ring.len() < self.capacity {
-            self.ring.push(block);
-        } else {
-            let old = std::mem::replace(&mut self.ring[self.hand], block);
-            self.map.remove(&old);
-            evicted.push(old);
-            self.hand = (self.hand + 1) % self.capacity;
-        }
-        self.map.insert(block, 0);
+        self.ring.insert(block, evicted, |_| false);
         false
     }
 
@@ -47,7 +30,7 @@ impl CachePolicy for Fifo {
     }
 
     fn capacity(&self) -> usize {
-        self.capacity
+        self.ring.capacity()
     }
 }
 

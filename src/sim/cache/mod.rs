@@ -9,6 +9,7 @@ mod clock;
 mod fifo;
 mod list;
 mod lru;
+mod ring;
 mod s3fifo;
 
 /// A fixed-capacity cache of equal-sized blocks (4 KiB in the simulator).
