@@ -319,11 +319,12 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
     let clock = Clock::new();
+    let closed = matches!(cfg.mode, Mode::Closed { .. });
     let mut backend: Box<dyn Backend> = match cfg.kind {
         Kind::IoUring => Box::new(
-            io_uring::Uring::new(files, slots, matches!(cfg.mode, Mode::Closed { .. })).map_err(
-                |e| format!("io_uring is not available here: {e} (use --engine threads)"),
-            )?,
+            io_uring::Uring::new(files, slots, closed, closed && !cfg.direct).map_err(|e| {
+                format!("io_uring is not available here: {e} (use --engine threads)")
+            })?,
         ),
         Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
     };
