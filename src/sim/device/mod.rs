@@ -7,6 +7,7 @@
 pub mod hdd;
 pub mod ssd;
 pub mod tiered;
+mod writeback;
 
 use serde_json::Value;
 

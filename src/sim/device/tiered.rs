@@ -10,10 +10,10 @@
 
 use super::hdd::{Hdd, HddParams};
 use super::ssd::{Ssd, SsdParams, PAGE};
+use super::writeback::Pending;
 use super::{number, Device, DeviceReport, SimRequest};
 use crate::sim::cache::{make_policy, CachePolicy};
 use rustc_hash::FxHashSet;
-use std::collections::BTreeSet;
 
 /// Blocks coalesced into one write-back at most (1 MiB).
 const FLUSH_RUN: u64 = 256;
@@ -28,7 +28,7 @@ pub struct Tiered {
     write_back: bool,
     dirty: FxHashSet<u64>,
     /// Evicted dirty blocks awaiting write-back to the HDD.
-    pending: BTreeSet<u64>,
+    pending: Pending,
     pending_limit: usize,
     evicted: Vec<u64>,
     /// The policy's dirty flags of `evicted`, when it keeps them (`tracks_dirty`).
@@ -81,7 +81,7 @@ impl Tiered {
             policy,
             write_back,
             dirty: FxHashSet::default(),
-            pending: BTreeSet::new(),
+            pending: Pending::default(),
             pending_limit: ((cache_bytes / PAGE) as f64 * FLUSH_LIMIT).max(FLUSH_RUN as f64)
                 as usize,
             evicted: Vec::new(),
@@ -121,17 +121,22 @@ impl Tiered {
     /// Dirty blocks the policy pushed out join the write-back queue; past the limit, flushes
     /// start now, ahead of what follows.
     fn queue_evicted(&mut self, now: u64) {
-        for i in 0..self.evicted.len() {
-            let block = self.evicted[i];
-            let dirty = if self.tracked {
+        let mut dirty = std::mem::take(&mut self.evicted);
+        let mut kept = 0;
+        for i in 0..dirty.len() {
+            let block = dirty[i];
+            let is_dirty = if self.tracked {
                 self.evicted_dirty[i]
             } else {
                 self.dirty.remove(&block)
             };
-            if dirty {
-                self.pending.insert(block);
+            if is_dirty {
+                dirty[kept] = block;
+                kept += 1;
             }
         }
+        self.pending.insert_all(&mut dirty[..kept]);
+        self.evicted = dirty;
         while self.pending.len() > self.pending_limit {
             self.flush_one(now);
         }
@@ -140,22 +145,15 @@ impl Tiered {
     /// Writes back the run of contiguous pending blocks next from the head (elevator order).
     fn flush_one(&mut self, at: u64) {
         let head = self.hdd.head() / PAGE;
-        let Some(&first) = self.pending.range(head..).next().or(self.pending.first()) else {
+        let Some((first, blocks)) = self.pending.pop_next(head, FLUSH_RUN) else {
             return;
         };
-        let mut last = first;
-        while last + 1 - first < FLUSH_RUN && self.pending.remove(&(last + 1)) {
-            last += 1;
-        }
-        self.pending.remove(&first);
-        let blocks = last + 1 - first;
         self.writebacks += blocks;
-        let size = (blocks * PAGE) as u32;
         let w = SimRequest {
             arrival_ns: at,
             op: 1,
             offset: first * PAGE,
-            size,
+            size: (blocks * PAGE) as u32,
         };
         self.hdd.submit(&w);
     }
