@@ -438,7 +438,9 @@ fn fit_model<'py>(
             true => stats::global_stack_distances(off, 4096),
             false => stats::stack_distances(st, off, 4096),
         });
-        let fitter = stats::fit_parallel(config, ts, st, o, off, sz, reuse.as_deref(), groups);
+        let resume = reref.then(|| stats::resume_lags(st, off, sz));
+        let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
+        let fitter = stats::fit_parallel(config, ts, st, o, off, sz, reuse, resume, groups);
         let mut doc = finalize(&fitter, &family, span_ns);
         if reref && global_reuse {
             doc["reuse_scope"] = "global".into();
