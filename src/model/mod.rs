@@ -2,6 +2,7 @@
 //! "The model"): tree geometry, mergeable sufficient statistics, finalisation into a model
 //! document, and the sampler that regenerates requests from it.
 
+pub mod count;
 pub mod dist;
 pub mod finalize;
 pub mod hist;

@@ -130,7 +130,7 @@ pub struct Request {
 }
 
 /// The I/O category of a request after `last` (its stream's previous request).
-fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> Category {
+pub(super) fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> Category {
     let sequential = matches!(last, Some(l) if l.end == r.offset);
     let reused = cfg.reref && r.reuse != u32::MAX;
     let kind = match (sequential, reused) {
@@ -189,7 +189,7 @@ pub struct Fitter {
     pub heads: FxHashMap<u32, Request>,
 }
 
-const MAX_ALIGN_BITS: u32 = 20;
+pub(super) const MAX_ALIGN_BITS: u32 = 20;
 
 impl Fitter {
     pub fn new(config: FitConfig) -> Fitter {
@@ -204,9 +204,26 @@ impl Fitter {
     /// Adds requests (time-ordered). `reuse[i]` is request i's stack distance within its
     /// stream (u32::MAX: first touch) when the re-reference extension is on. `group[i]`, when
     /// given, is the statistics key of request i (its stream's type), so one sub-model
-    /// gathers the transitions of all streams of a type.
+    /// gathers the transitions of all streams of a type. (`count.rs` holds the loop.)
     #[allow(clippy::too_many_arguments)]
     pub fn update(
+        &mut self,
+        ts: &[i64],
+        stream: &[u32],
+        op: &[u8],
+        offset: &[u64],
+        size: &[u32],
+        reuse: Option<&[u32]>,
+        group: Option<&[u32]>,
+    ) {
+        super::count::update(self, ts, stream, op, offset, size, reuse, group);
+    }
+
+    /// `update` one request at a time into the hash maps: the reference `count.rs` is
+    /// tested against.
+    #[cfg(test)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_reference(
         &mut self,
         ts: &[i64],
         stream: &[u32],
@@ -245,6 +262,7 @@ impl Fitter {
     }
 
     /// Counts one request, given its stream's previous request (None: the stream's first).
+    #[cfg(test)]
     fn observe(&mut self, r: &Request, last: Option<Last>) {
         let cfg = self.config;
         let s = self.streams.entry(r.key).or_insert_with(|| StreamStats {
