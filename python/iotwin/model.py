@@ -236,7 +236,9 @@ def describe(
     if layout is not None:
         doc["files"] = layout
     doc["fit"] = {"seconds": round(time.perf_counter() - started, 3), "iat": iat}
-    return Model.from_doc(doc, "fitted model")
+    # the core's own document: no schema check (a second or so on large models); saved
+    # models are checked when loaded, and the tests load every fitted kind back
+    return Model(doc)
 
 
 def check_settings(iat: str, levels: int, fanout: int) -> None:
