@@ -4,6 +4,7 @@
 //! and fitted distributions.
 
 use super::hist::Hist;
+use super::lastseen::LastSeen;
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
 
@@ -484,7 +485,8 @@ pub fn global_stack_distances(offset: &[u64], block: u64) -> Vec<u32> {
 }
 
 fn stream_distances(idx: &[usize], offset: &[u64], block: u64, threshold: u64, out: &mut [u32]) {
-    let mut tracker = StackTracker::new(idx.len(), threshold);
+    let blocks = idx.iter().map(|&i| offset[i] / block).max().map_or(0, |b| b + 1);
+    let mut tracker = StackTracker::with_blocks(idx.len(), threshold, blocks);
     for &i in idx {
         out[i] = tracker.next(offset[i] / block);
     }
@@ -501,7 +503,7 @@ pub fn sample_threshold(requests: u64) -> u64 {
 pub struct StackTracker {
     fen: Fenwick,
     /// block -> position among the sampled accesses (u32::MAX: not in the sample)
-    last: FxHashMap<u64, u32>,
+    last: LastSeen,
     sampled: usize,
     threshold: u64,
     scale: f64,
@@ -510,9 +512,15 @@ pub struct StackTracker {
 impl StackTracker {
     /// A tracker for a stream of (at most) `requests` accesses, sampling as `stack_distances`.
     pub fn new(requests: usize, threshold: u64) -> StackTracker {
+        StackTracker::with_blocks(requests, threshold, u64::MAX)
+    }
+
+    /// A tracker whose blocks are all below `blocks`: a table indexed by block instead of a
+    /// hash map when that is not much larger than the stream.
+    pub fn with_blocks(requests: usize, threshold: u64, blocks: u64) -> StackTracker {
         StackTracker {
             fen: Fenwick::new(requests),
-            last: FxHashMap::default(),
+            last: LastSeen::new(requests, blocks),
             sampled: 0,
             threshold,
             scale: SAMPLE_SPACE as f64 / threshold.max(1) as f64,
