@@ -4,7 +4,7 @@
 //! and fitted distributions.
 
 use super::hist::Hist;
-use super::lastseen::LastSeen;
+use super::lastseen::{LastSeen, Marks};
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
 
@@ -485,7 +485,11 @@ pub fn global_stack_distances(offset: &[u64], block: u64) -> Vec<u32> {
 }
 
 fn stream_distances(idx: &[usize], offset: &[u64], block: u64, threshold: u64, out: &mut [u32]) {
-    let blocks = idx.iter().map(|&i| offset[i] / block).max().map_or(0, |b| b + 1);
+    let blocks = idx
+        .iter()
+        .map(|&i| offset[i] / block)
+        .max()
+        .map_or(0, |b| b + 1);
     let mut tracker = StackTracker::with_blocks(idx.len(), threshold, blocks);
     for &i in idx {
         out[i] = tracker.next(offset[i] / block);
@@ -501,7 +505,7 @@ pub fn sample_threshold(requests: u64) -> u64 {
 /// into time partitions gets the very distances one pass over it gives.
 #[derive(Debug, Clone)]
 pub struct StackTracker {
-    fen: Fenwick,
+    fen: Marks,
     /// block -> position among the sampled accesses (u32::MAX: not in the sample)
     last: LastSeen,
     sampled: usize,
@@ -519,7 +523,7 @@ impl StackTracker {
     /// hash map when that is not much larger than the stream.
     pub fn with_blocks(requests: usize, threshold: u64, blocks: u64) -> StackTracker {
         StackTracker {
-            fen: Fenwick::new(requests),
+            fen: Marks::new(requests),
             last: LastSeen::new(requests, blocks),
             sampled: 0,
             threshold,
