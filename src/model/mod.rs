@@ -8,6 +8,7 @@ pub mod finalize;
 pub mod hist;
 pub mod lastseen;
 pub mod partition;
+pub mod pipeline;
 pub mod sample;
 pub mod stats;
 pub mod tree;

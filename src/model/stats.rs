@@ -382,7 +382,7 @@ fn add_counts<K: std::hash::Hash + Eq + Copy>(
 }
 
 /// Below this many requests a fit runs on one thread.
-const PARALLEL_FIT_MIN: usize = 1 << 20;
+pub const PARALLEL_FIT_MIN: usize = 1 << 20;
 
 /// Fits the requests in time partitions on the machine's cores (up to 4) and merges them
 /// (`merge_detached`): the same statistics as one pass, in a fraction of the time.
