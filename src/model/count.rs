@@ -341,7 +341,9 @@ pub fn update(
     reuse: Option<&[u32]>,
     group: Option<&[u32]>,
 ) {
-    count_batch(f, ts, stream, op, offset, size, reuse, group, DENSE_BUDGET);
+    // tables much larger than the batch cost more to clear and scan than they save
+    let budget = DENSE_BUDGET.min(ts.len().saturating_mul(2) + 4096);
+    count_batch(f, ts, stream, op, offset, size, reuse, group, budget);
 }
 
 #[allow(clippy::too_many_arguments)]
