@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +29,17 @@ SHARED = {
     "tencent_cbs_excerpt.csv.bz2": "volume",
     "tpcc_small.disksim": "device",
 }
-# The LRU miss-ratio bar (0.05 at 1..50% of the footprint) holds on Tencent and DiskSim.
-# Known gaps, measured and asserted as they are so a regression shows: on cloudPhysics the
-# twin's footprint is larger (cold requests of the trace half-overlap old data, the twin's
-# land on fresh blocks), so at 50% of the footprint the twin misses more; MSR's 1,000
-# requests leave its twin's curve within 0.06.
+# The LRU miss-ratio bar (0.05 at 1..50% of the footprint) holds on MSR, Tencent and DiskSim;
+# bounds are what the twin achieves, so a regression shows. Resumed runs (a stream picking up
+# one of its recent runs where it ended) brought MSR from 0.06 to 0.03. Known gap on
+# cloudPhysics: the twin's footprint is 2.7x the original's (the trace re-reads old runs on
+# their old request boundaries, the twin's re-reads drift onto fresh blocks), so at 50% of the
+# footprint the twin misses more.
 MISS_RATIO_BOUND = {
-    "cloudPhysicsIO.vscsi": [0.05, 0.05, 0.05, 0.05, 0.05, 0.30],
-    "msr_hm0_excerpt.csv": [0.06] * 6,
+    "cloudPhysicsIO.vscsi": [0.03, 0.03, 0.03, 0.03, 0.03, 0.29],
+    "msr_hm0_excerpt.csv": [0.03] * 6,
     "tencent_cbs_excerpt.csv.bz2": [0.05] * 6,
-    "tpcc_small.disksim": [0.05] * 6,
+    "tpcc_small.disksim": [0.01] * 6,
 }
 
 
@@ -256,3 +258,50 @@ def test_reref_extension_beats_the_papers_model_on_caching(twins: dict, name: st
     err = lambda r: sum(v["deviation"] for v in metrics(r, "miss_ratio").values())  # noqa: E731
     assert err(with_reref) < err(without)
     assert max(v["deviation"] for v in metrics(without, "miss_ratio").values()) > 0.05
+
+
+def _resumed_lags(t: iotwin.Trace, window: int = 12) -> list[int]:
+    """Each request's resumed-run lag, computed from scratch: k >= 2 when it starts where the
+    k-th latest still open run of its stream (among its `window` latest requests) ended."""
+    ends: dict[int, list[int | None]] = {}
+    out = []
+    cols = (t.df["stream"].to_list(), t.df["offset"].to_list(), t.df["size"].to_list())
+    for stream, offset, size in zip(*cols, strict=True):
+        ring = ends.setdefault(stream, [])
+        lag = 0
+        open_runs = (i for i in reversed(range(len(ring))) if ring[i] is not None)
+        for rank, i in enumerate(open_runs):
+            if ring[i] == offset:
+                ring[i] = None  # continued: closed
+                lag = rank + 1 if rank else 0  # rank 0 is the previous request: sequential
+                break
+        ring.append(offset + size)
+        if len(ring) > window:
+            ring.pop(0)
+        out.append(lag)
+    return out
+
+
+@pytest.mark.parametrize(
+    "name", ["cloudPhysicsIO.vscsi", "msr_hm0_excerpt.csv", "tencent_cbs_excerpt.csv.bz2"]
+)
+def test_resumed_runs_are_counted_and_regenerated(twins: dict, name: str) -> None:
+    """A stream picking up one of its recent runs where it ended (interleaved sequential runs)
+    is the re-reference extension's `resume` category, with its lags; the twin resumes runs
+    too (cloudPhysics: 29% of the original's requests, 16% of the twin's, whose resumes find
+    no open run in their target leaf half the time)."""
+    trace, model, _, _ = twins[name]
+    lags = [k for k in _resumed_lags(trace) if k]
+    kinds = [c for s in model.streams for t in s["transitions"] for c in t["categories"]]
+    assert sum(c["count"] for c in kinds if c["kind"] == "resume") == len(lags) > 0
+    fitted: Counter[int] = Counter()
+    for s in model.streams:
+        for lo, hi, count in s.get("resume", []):
+            assert hi == lo + 1  # lags below 16 have buckets of their own
+            fitted[lo] += count
+    assert fitted == Counter(lags)
+    twin = model.synth(requests=trace.df.height, seed=SEED)
+    resumed = sum(1 for k in _resumed_lags(twin) if k)
+    assert 0.5 * len(lags) <= resumed <= len(lags)
+    plain = fit(trace, levels=2, reref=False)
+    assert all("resume" not in s for s in plain.streams)

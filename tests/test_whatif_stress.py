@@ -76,7 +76,8 @@ def test_without_injection_no_region_stands_out(clean) -> None:
         assert max(medians) / min(medians) < 1.5  # 4.7, 3.9, 3.6, 4.5 ms on this model
         counts = [r["requests"] for r in step["regions"]]
         assert sum(counts) == step["requests"] == 113_872
-        assert counts == [25_306, 26_666, 61_092, 808]  # the model's top-level shares
+        # the twin's top-level counts; the original's are 25,040 26,813 61,211 808
+        assert counts == [25_283, 26_662, 61_112, 815]
 
 
 def test_breakaway_is_where_the_peak_window_saturates(cloud_model, clean) -> None:

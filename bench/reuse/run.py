@@ -1,8 +1,9 @@
 """Cross-stream block re-use: how close the twin's cache behaviour and simulated response
 come to the original's, per shared trace and on the pgbench sample.
 
-Prints, per trace: the global LRU miss-ratio deviations (validate's sizes), the request-level
-read hit ratio of a global LRU of 4 KiB blocks (25,000 blocks, or 1/8 of the footprint), the
+Prints, per trace: the global LRU miss-ratio deviations (validate's sizes), the block
+footprints of original and twin, the request-level read hit ratio of a global LRU of 4 KiB
+blocks (25,000 blocks, or 1/8 of the footprint), the
 `whatif cache` speedup curves (original vs twin) and `sim` mean/p95 at the auto intensity on
 hdd-7200. Usage: python bench/reuse/run.py [TRACE ...] [--json OUT] [--write-results]
 (IOTWIN_SHARED locates the traces; --write-results replaces the `reuse` section of
@@ -72,6 +73,8 @@ def measure(name: str, path: Path, stream_by: str | None) -> dict:
     _, _, ra = lru(trace, sizes)
     _, _, rb = lru(twin, sizes)
     out: dict = {"miss_ratio_dev": [round(abs(a - b), 3) for a, b in zip(ra, rb, strict=True)]}
+    # distinct 4 KiB blocks touched (a request touches every block it overlaps)
+    out["footprint_blocks"] = {"original": lru(trace, [])[1], "twin": lru(twin, [])[1]}
     po, pt = placed(trace), placed(twin)
     blocks = 25_000 if name == "pgbench.parquet" else max(1, sizes[-1] // 4)
     out["read_hit"] = {

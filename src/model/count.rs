@@ -168,6 +168,7 @@ struct KeyCounts {
     /// order of the additions changes nothing)
     pending: Vec<(u32, u64)>,
     reuse: Hist,
+    resume: Hist,
 }
 
 /// Inter-arrival times held back before they are added by category (few in tests, so they
@@ -201,6 +202,7 @@ impl KeyCounts {
             iats: Vec::new(),
             pending: Vec::new(),
             reuse: Hist::default(),
+            resume: Hist::default(),
         }
     }
 
@@ -311,6 +313,7 @@ impl KeyCounts {
             }
         }
         s.reuse.merge(&self.reuse);
+        s.resume.merge(&self.resume);
     }
 }
 
@@ -339,22 +342,23 @@ pub fn update(
     offset: &[u64],
     size: &[u32],
     reuse: Option<&[u32]>,
+    resume: Option<&[u8]>,
     group: Option<&[u32]>,
 ) {
     // tables much larger than the batch cost more to clear and scan than they save
     let budget = DENSE_BUDGET.min(ts.len().saturating_mul(2) + 4096);
-    count_batch(f, ts, stream, op, offset, size, reuse, group, budget);
+    let cols = (ts, stream, op, offset, size);
+    count_batch(f, cols, reuse, resume, group, budget);
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The canonical columns of a batch: time, stream, operation, offset, size.
+type Columns<'a> = (&'a [i64], &'a [u32], &'a [u8], &'a [u64], &'a [u32]);
+
 fn count_batch(
     f: &mut Fitter,
-    ts: &[i64],
-    stream: &[u32],
-    op: &[u8],
-    offset: &[u64],
-    size: &[u32],
+    (ts, stream, op, offset, size): Columns,
     reuse: Option<&[u32]>,
+    resume: Option<&[u8]>,
     group: Option<&[u32]>,
     mut budget: usize,
 ) {
@@ -375,6 +379,7 @@ fn count_batch(
             offset: offset[i],
             size: size[i],
             reuse: reuse.map_or(u32::MAX, |r| r[i]),
+            resume: resume.map_or(0, |r| r[i]),
         };
         if current == usize::MAX || lanes[current].stream != r.stream {
             current = *lane_of.entry(r.stream).or_insert_with(|| {
@@ -402,7 +407,10 @@ fn count_batch(
         c.visits.add(leaf);
         c.count_window(r.ts / window_ns);
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
-        if cfg.reref && r.reuse < REUSE_UNSAMPLED {
+        // a resumed run's distance is not a re-reference's: the sampler places it by its lag
+        if cfg.reref && r.resume > 0 {
+            c.resume.add(r.resume as u64);
+        } else if cfg.reref && r.reuse < REUSE_UNSAMPLED {
             c.reuse.add(r.reuse as u64);
         }
         let cat = category_of(&cfg, &r, lane.last);
@@ -437,7 +445,7 @@ fn count_batch(
 
 #[cfg(test)]
 mod tests {
-    use super::super::stats::stack_distances;
+    use super::super::stats::{resume_lags, stack_distances};
     use super::*;
 
     fn mix(x: &mut u64) -> u64 {
@@ -508,7 +516,9 @@ mod tests {
         }
         let groups: Vec<u32> = st.iter().map(|s| s % 3).collect();
         for (levels, fanout, flat) in [(2, 4, false), (4, 4, false), (3, 3, false), (2, 4, true)] {
+            let lags = resume_lags(&st, &off, &sz);
             for reuse in [None, Some(stack_distances(&st, &off, 4096))] {
+                let lag = reuse.as_ref().map(|_| &lags[..]);
                 for group in [None, Some(&groups[..])] {
                     let cfg = FitConfig {
                         tree: Tree::new(levels, fanout, 300_000 * 512),
@@ -518,9 +528,9 @@ mod tests {
                     };
                     let r = reuse.as_deref();
                     let mut one = Fitter::new(cfg);
-                    one.update_reference(&ts, &st, &op, &off, &sz, r, group);
+                    one.update_reference(&ts, &st, &op, &off, &sz, r, lag, group);
                     let mut fast = Fitter::new(cfg);
-                    fast.update(&ts, &st, &op, &off, &sz, r, group);
+                    fast.update(&ts, &st, &op, &off, &sz, r, lag, group);
                     assert_eq!(fast.streams, one.streams, "{levels} {fanout} {flat}");
                     assert_eq!(fast.lasts, one.lasts);
                     assert_eq!(fast.heads, one.heads);
@@ -540,6 +550,7 @@ mod tests {
                         &off[..cut],
                         &sz[..cut],
                         head(r, cut),
+                        lag.map(|l| &l[..cut]),
                         head(group, cut),
                     );
                     let mut b = a.clone();
@@ -550,19 +561,12 @@ mod tests {
                         &off[cut..],
                         &sz[cut..],
                         tail(r, cut),
+                        lag.map(|l| &l[cut..]),
                         tail(group, cut),
                     );
-                    count_batch(
-                        &mut b,
-                        &ts[cut..],
-                        &st[cut..],
-                        &op[cut..],
-                        &off[cut..],
-                        &sz[cut..],
-                        tail(r, cut),
-                        tail(group, cut),
-                        0,
-                    );
+                    let cols = (&ts[cut..], &st[cut..], &op[cut..], &off[cut..], &sz[cut..]);
+                    let lag = lag.map(|l| &l[cut..]);
+                    count_batch(&mut b, cols, tail(r, cut), lag, tail(group, cut), 0);
                     assert_eq!(a.streams, b.streams);
                     assert_eq!(a.lasts, b.lasts);
                     assert_eq!(a.heads, b.heads);

@@ -3,9 +3,9 @@
 //! check; the sampler (`sample.rs`) reads the same document back.
 
 use super::dist::{choose, Iat};
-use super::hist::bucket_range;
+use super::hist::{bucket_range, Hist};
 use super::stats::{
-    Category, Fitter, StreamStats, TransStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF,
+    Category, Fitter, StreamStats, TransStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_RESUME,
     KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
 use super::tree::TransKey;
@@ -18,6 +18,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         KIND_SEQUENTIAL => "sequential",
         KIND_REREF => "reref",
         KIND_SEQ_REREF => "sequential-reref",
+        KIND_RESUME => "resume",
         _ => "random",
     }
 }
@@ -27,6 +28,7 @@ pub fn kind_code(name: &str) -> u8 {
         "sequential" => KIND_SEQUENTIAL,
         "reref" => KIND_REREF,
         "sequential-reref" => KIND_SEQ_REREF,
+        "resume" => KIND_RESUME,
         _ => KIND_RANDOM,
     }
 }
@@ -159,19 +161,19 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     entries.sort_unstable();
     let mut leaves: Vec<_> = s.leaf_visits.iter().map(|(&l, &c)| (l, c)).collect();
     leaves.sort_unstable();
-    let reuse: Vec<Value> = s
-        .reuse
-        .sorted()
-        .into_iter()
-        .map(|(b, c)| {
-            let (lo, hi) = bucket_range(b);
-            json!([lo, hi, c])
-        })
-        .collect();
+    let buckets = |h: &Hist| -> Vec<Value> {
+        h.sorted()
+            .into_iter()
+            .map(|(b, c)| {
+                let (lo, hi) = bucket_range(b);
+                json!([lo, hi, c])
+            })
+            .collect()
+    };
     let first = s.first.map(
         |(leaf, c)| json!({"leaf": leaf, "op": c.op, "size": c.size, "kind": kind_name(c.kind)}),
     );
-    json!({
+    let mut doc = json!({
         "id": id,
         "requests": s.requests,
         "count": s.members.max(1),
@@ -183,7 +185,11 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
         "windows": window_counts,
         "leaves": leaves.iter().map(|&(l, c)| json!([l, c])).collect::<Vec<_>>(),
         "entries": entries.iter().map(|&(d, q, c)| json!([d, q, c])).collect::<Vec<_>>(),
-        "reuse": reuse,
+        "reuse": buckets(&s.reuse),
         "transitions": transitions,
-    })
+    });
+    if !s.resume.counts.is_empty() {
+        doc["resume"] = Value::Array(buckets(&s.resume)); // absent before resumed runs
+    }
+    doc
 }

@@ -7,14 +7,15 @@
 
 use super::hist::Hist;
 use super::stats::{
-    sample_threshold, Category, FitConfig, Fitter, IatStats, Last, Request, StackTracker,
-    StreamStats, TransStats,
+    sample_threshold, Category, FitConfig, Fitter, IatStats, Last, RecentEnds, Request,
+    StackTracker, StreamStats, TransStats,
 };
 use super::tree::{TransKey, Tree};
 use crate::codec::{put_i64, put_u128, put_u32, put_u64, Reader};
 use rustc_hash::FxHashMap;
 
-const MAGIC: &[u8; 8] = b"IOTWFIT1";
+/// Version 2 added resumed runs (each stream's lag histogram, each head's lag).
+const MAGIC: &[u8; 8] = b"IOTWFIT2";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -24,6 +25,8 @@ const MAGIC: &[u8; 8] = b"IOTWFIT1";
 pub struct PartitionFitter {
     pub fitter: Fitter,
     trackers: FxHashMap<u32, StackTracker>,
+    /// Each stream's latest request ends, for resumed runs (`resume_lags`).
+    recent: FxHashMap<u32, RecentEnds>,
     /// Requests of each stream in the whole trace (needed only with re-references).
     lengths: FxHashMap<u32, u64>,
 }
@@ -33,6 +36,7 @@ impl PartitionFitter {
         PartitionFitter {
             fitter: Fitter::new(config),
             trackers: FxHashMap::default(),
+            recent: FxHashMap::default(),
             lengths,
         }
     }
@@ -50,14 +54,24 @@ impl PartitionFitter {
         if [stream.len(), op.len(), offset.len(), size.len()] != [n; 4] {
             return Err("columns of different lengths".into());
         }
-        let reuse = if self.fitter.config.reref {
-            Some(self.distances(stream, offset)?)
+        let (reuse, resume) = if self.fitter.config.reref {
+            (
+                Some(self.distances(stream, offset)?),
+                Some(self.lags(stream, offset, size)),
+            )
         } else {
-            None
+            (None, None)
         };
+        let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
         self.fitter
-            .update(ts, stream, op, offset, size, reuse.as_deref(), None);
+            .update(ts, stream, op, offset, size, reuse, resume, None);
         Ok(())
+    }
+
+    fn lags(&mut self, stream: &[u32], offset: &[u64], size: &[u32]) -> Vec<u8> {
+        let it = stream.iter().zip(offset.iter().zip(size));
+        it.map(|(s, (&o, &n))| self.recent.entry(*s).or_default().next(o, n))
+            .collect()
     }
 
     fn distances(&mut self, stream: &[u32], offset: &[u64]) -> Result<Vec<u32>, String> {
@@ -125,6 +139,7 @@ pub fn encode(f: &Fitter) -> Vec<u8> {
         put_u64(&mut w, h.offset);
         put_u32(&mut w, h.size);
         put_u32(&mut w, h.reuse);
+        w.push(h.resume);
     }
     w
 }
@@ -166,6 +181,7 @@ pub fn decode(bytes: &[u8]) -> Result<Fitter, String> {
             offset: r.u64()?,
             size: r.u32()?,
             reuse: r.u32()?,
+            resume: r.u8()?,
         };
         f.heads.insert(id, head);
     }
@@ -243,6 +259,7 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     }
     put_u32(w, s.alignment_bits);
     put_hist(w, &s.reuse);
+    put_hist(w, &s.resume);
     put_u64(w, s.bytes);
 }
 
@@ -321,6 +338,7 @@ impl FitReader for Reader<'_> {
         }
         s.alignment_bits = self.u32()?;
         s.reuse = self.hist()?;
+        s.resume = self.hist()?;
         s.bytes = self.u64()?;
         Ok(s)
     }
@@ -328,7 +346,7 @@ impl FitReader for Reader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::stats::stack_distances;
+    use super::super::stats::{resume_lags, stack_distances};
     use super::*;
 
     fn config(reref: bool) -> FitConfig {
@@ -340,7 +358,7 @@ mod tests {
         }
     }
 
-    /// Two streams, re-references and sequential runs, cut at every position.
+    /// Two streams, re-references, sequential and resumed runs, cut at every position.
     #[test]
     fn partitions_by_stream_and_time_merge_to_one_pass() {
         let ts: Vec<i64> = (0..40).map(|i| i * 7).collect();
@@ -349,8 +367,10 @@ mod tests {
         let sz: Vec<u32> = (0..40).map(|i| 4096 << (i % 2)).collect();
         let off: Vec<u64> = (0..40u64).map(|i| ((i * 37) % 11) * 4096).collect();
         let reuse = stack_distances(&st, &off, 4096);
+        let resume = resume_lags(&st, &off, &sz);
+        assert!(resume.iter().filter(|&&l| l > 1).count() > 5); // resumed runs across the cuts
         let mut one = Fitter::new(config(true));
-        one.update(&ts, &st, &op, &off, &sz, Some(&reuse), None);
+        one.update(&ts, &st, &op, &off, &sz, Some(&reuse), Some(&resume), None);
         let lengths: FxHashMap<u32, u64> = [(0, 26), (1, 14)].into_iter().collect();
         for cut in [1usize, 5, 13] {
             // each stream alone, split into time partitions [..cut), [cut..)
@@ -406,7 +426,7 @@ mod tests {
             .map(|i| (i / 2) * 512 + (i % 2) * 65536)
             .collect();
         let mut one = Fitter::new(config(false));
-        one.update(&ts, &st, &op, &off, &sz, None, None);
+        one.update(&ts, &st, &op, &off, &sz, None, None, None);
         let parts: Vec<Fitter> = [(0, 11), (11, 12), (12, 30)]
             .iter()
             .map(|&(a, b)| {

@@ -34,12 +34,13 @@ pub fn fit_pipelined(
     op: &[u8],
     offset: &[u64],
     size: &[u32],
+    resume: Option<&[u8]>,
     group: Option<&[u32]>,
     tracker: StackTracker,
     block: u64,
 ) -> Fitter {
     fit_in_chunks(
-        config, ts, stream, op, offset, size, group, tracker, block, CHUNK,
+        config, ts, stream, op, offset, size, resume, group, tracker, block, CHUNK,
     )
 }
 
@@ -51,6 +52,7 @@ fn fit_in_chunks(
     op: &[u8],
     offset: &[u64],
     size: &[u32],
+    resume: Option<&[u8]>,
     group: Option<&[u32]>,
     mut tracker: StackTracker,
     block: u64,
@@ -71,6 +73,7 @@ fn fit_in_chunks(
             &offset[a..b],
             &size[a..b],
             Some(d),
+            resume.map(|r| &r[a..b]),
             group.map(|g| &g[a..b]),
         );
     };
@@ -124,7 +127,7 @@ fn fit_in_chunks(
 
 #[cfg(test)]
 mod tests {
-    use super::super::stats::{global_stack_distances, stack_distances};
+    use super::super::stats::{global_stack_distances, resume_lags, stack_distances};
     use super::super::tree::Tree;
     use super::*;
 
@@ -162,11 +165,13 @@ mod tests {
             (&one_stream, stack_distances(&one_stream, &off, 4096)),
             (&streams, global_stack_distances(&off, 4096)),
         ] {
+            let resume = resume_lags(st, &off, &sz);
             let mut one = Fitter::new(c);
-            one.update(&ts, st, &op, &off, &sz, Some(&reuse), None);
+            one.update(&ts, st, &op, &off, &sz, Some(&reuse), Some(&resume), None);
             for chunk in [1000, 7_777, n, 2 * n] {
                 let tracker = trace_tracker(&off, 4096);
-                let f = fit_in_chunks(c, &ts, st, &op, &off, &sz, None, tracker, 4096, chunk);
+                let r = Some(&resume[..]);
+                let f = fit_in_chunks(c, &ts, st, &op, &off, &sz, r, None, tracker, 4096, chunk);
                 assert_eq!(f.streams, one.streams, "chunk {chunk}");
                 assert_eq!(f.lasts, one.lasts);
             }

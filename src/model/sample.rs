@@ -10,7 +10,9 @@
 
 use super::dist::Iat;
 use super::finalize::kind_code;
-use super::stats::{Category, Fenwick, KIND_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF};
+use super::stats::{
+    Category, Fenwick, RecentEnds, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
+};
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
 use rand::{RngExt, SeedableRng};
@@ -183,9 +185,15 @@ struct StreamModel {
     cats: Vec<Vec<(Category, Iat)>>,
     initial: Budgets,
     leaves: Weighted,
-    reuse: Vec<(u64, u64, u64)>,
+    reuse: Buckets,
     reuse_total: u64,
+    /// Lags of resumed runs and their total.
+    resume: Buckets,
+    resume_total: u64,
 }
+
+/// A histogram as the model document keeps it: [lo, hi, count] buckets.
+type Buckets = Vec<(u64, u64, u64)>;
 
 /// A model ready to sample.
 #[derive(Debug, Clone)]
@@ -303,6 +311,7 @@ impl Sampler {
             budget: s.initial.clone(),
             cur: None,
             reref: own_history.then(|| Reref::new(n as usize)),
+            recent: RecentEnds::default(),
             i: 0,
         }
     }
@@ -407,6 +416,7 @@ impl Sampler {
             budget,
             cur,
             reref,
+            recent,
             i,
         } = st;
         for _ in 0..n {
@@ -425,12 +435,12 @@ impl Sampler {
                 let (offset, size) = if uniform {
                     (self.uniform_offset(s, cat.size, rng), cat.size)
                 } else {
-                    let prev_end = cur.map(|c| c.1);
-                    self.place(s, &cat, target, prev_end, reref.as_ref(), None, rng)
+                    self.place(s, &cat, target, recent, reref.as_ref(), None, rng)
                 };
                 if let Some(r) = reref.as_mut() {
                     r.touch(*i as usize, offset, self.tree.leaf_of(offset));
                 }
+                recent.next(offset, size);
                 *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
                 Some(offset)
             };
@@ -578,13 +588,19 @@ impl Sampler {
         s: &StreamModel,
         cat: &Category,
         target: u64,
-        prev_end: Option<u64>,
+        recent: &RecentEnds,
         reref: Option<&Reref>,
         frontier: Option<&mut FxHashMap<u64, u64>>,
         rng: &mut Pcg64Mcg,
     ) -> (u64, u32) {
         let cap = self.tree.capacity;
         let own = cat.size;
+        let prev_end = recent.last();
+        if cat.kind == KIND_RESUME && s.resume_total > 0 {
+            if let Some(end) = self.resume_at(s, target, recent, cat.size, rng) {
+                return (end, own);
+            }
+        }
         if cat.kind == KIND_SEQUENTIAL {
             // with one shared history, a run of new data that would overwrite others' data
             // moves on to fresh space instead (a log appends where nothing was written)
@@ -627,6 +643,28 @@ impl Sampler {
         (off, own)
     }
 
+    /// Where a resumed run picks up: the end of the stream's open run in the transition's
+    /// target leaf (so locality holds) whose lag is nearest a drawn one; None where no open
+    /// run ends in that leaf (the request then lands like a random one).
+    fn resume_at(
+        &self,
+        s: &StreamModel,
+        target: u64,
+        recent: &RecentEnds,
+        size: u32,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<u64> {
+        let lag = draw(&s.resume, s.resume_total, rng) as usize;
+        let fits = |e: u64| self.tree.leaf_of(e) == target && self.continues(e, size);
+        recent
+            .open_ends()
+            .enumerate()
+            .skip(1) // lag 1 is the previous request's end: a sequential request's
+            .filter(|&(_, e)| fits(e))
+            .min_by_key(|&(i, _)| (i + 1).abs_diff(lag))
+            .map(|(_, e)| e)
+    }
+
     /// Whether a sequential request may continue at `end`: wherever it fits. The walk's
     /// count budgets keep locality (measured: within 0.002 at level 1 on cloudPhysics), while
     /// holding runs inside their transition's leaf broke them at small leaves.
@@ -643,10 +681,10 @@ impl Sampler {
     }
 }
 
-/// A stack distance from the stream's re-reference histogram.
-fn draw_distance(s: &StreamModel, rng: &mut Pcg64Mcg) -> u64 {
-    let mut u = rng.random_range(0..s.reuse_total);
-    for &(lo, hi, c) in &s.reuse {
+/// A value from a [lo, hi, count] histogram of `total` counts (uniform inside its bucket).
+fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
+    let mut u = rng.random_range(0..total);
+    for &(lo, hi, c) in buckets {
         if u < c {
             return rng.random_range(lo..hi.max(lo + 1));
         }
@@ -721,7 +759,7 @@ impl Reref {
         if s.reuse_total == 0 {
             return None; // the stream's re-references were all outside the SHARDS sample
         }
-        let dist = draw_distance(s, rng);
+        let dist = draw(&s.reuse, s.reuse_total, rng);
         if dist >= self.marks {
             return None;
         }
@@ -809,6 +847,8 @@ struct WalkState {
     cur: Option<(u64, u64)>,
     /// The stream's own re-reference history (per-stream models that place in the walk).
     reref: Option<Reref>,
+    /// Where its latest requests ended (sequential and resumed runs continue there).
+    recent: RecentEnds,
     i: u64,
 }
 
@@ -821,9 +861,9 @@ fn stream_seed(seed: u64, id: u32) -> u64 {
 /// re-reference history spans every stream (a shared cache sees them all). Requests of
 /// per-stream models come placed by their walk (as before the shared history) and pass.
 struct Placer {
-    /// Per stream (by position): its placement generator and previous request's end.
+    /// Per stream (by position): its placement generator and its latest requests' ends.
     rngs: Vec<Pcg64Mcg>,
-    prev_end: Vec<Option<u64>>,
+    recent: Vec<RecentEnds>,
     /// The shared history and the next position in it.
     history: Option<Reref>,
     pos: usize,
@@ -842,7 +882,7 @@ impl Placer {
                 .iter()
                 .map(|s| Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ PLACE_SALT))
                 .collect(),
-            prev_end: vec![None; streams.len()],
+            recent: vec![RecentEnds::default(); streams.len()],
             history: (sampler.global_reuse && any).then(|| Reref::new(total)),
             pos: 0,
             frontier: FxHashMap::default(),
@@ -862,16 +902,16 @@ impl Placer {
         } else {
             let history = self.history.as_ref();
             let frontier = Some(&mut self.frontier);
-            let prev = self.prev_end[k];
+            let recent = &self.recent[k];
             sampler
-                .place(s, &step.cat, step.target, prev, history, frontier, rng)
+                .place(s, &step.cat, step.target, recent, history, frontier, rng)
                 .0
         };
         if let Some(r) = self.history.as_mut() {
             r.touch(self.pos, offset, sampler.tree.leaf_of(offset));
             self.pos += 1;
         }
-        self.prev_end[k] = Some(offset + size as u64);
+        self.recent[k].next(offset, size);
         (step.cat.op, offset, size)
     }
 }
@@ -1089,18 +1129,8 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
             .ok_or("expected [leaf, count]")?;
         leaves.add(a[0].as_u64().unwrap_or(0), a[1].as_u64().unwrap_or(0));
     }
-    let mut reuse = Vec::new();
-    let mut reuse_total = 0;
-    for r in v
-        .get("reuse")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let bucket = triple(r)?;
-        reuse_total += bucket.2;
-        reuse.push(bucket);
-    }
+    let (reuse, reuse_total) = buckets(v, "reuse")?;
+    let (resume, resume_total) = buckets(v, "resume")?;
     let first = match v.get("first").filter(|f| !f.is_null()) {
         Some(f) => Some((int(f, "leaf")?, category(f)?)),
         None => None,
@@ -1121,7 +1151,17 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         leaves,
         reuse,
         reuse_total,
+        resume,
+        resume_total,
     })
+}
+
+/// A stream's [lo, hi, count] histogram `key` (empty when absent) and its total count.
+fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
+    let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
+    let b = list.map(triple).collect::<Result<Vec<_>, _>>()?;
+    let total = b.iter().map(|x| x.2).sum();
+    Ok((b, total))
 }
 
 /// Draws an index by count and uses one count of it.
@@ -1198,7 +1238,16 @@ mod tests {
             reref: false,
         };
         let mut f = Fitter::new(cfg);
-        f.update(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n], None, None);
+        f.update(
+            &ts,
+            &vec![0; n],
+            &vec![0; n],
+            &off,
+            &vec![8; n],
+            None,
+            None,
+            None,
+        );
         finalize(&f, "auto", *ts.last().unwrap())
     }
 
@@ -1296,7 +1345,16 @@ mod tests {
             false => stack_distances(&st, &off, 4096),
         };
         let mut f = Fitter::new(cfg);
-        f.update(&ts, &st, &op, &off, &vec![4096; n], Some(&reuse), None);
+        f.update(
+            &ts,
+            &st,
+            &op,
+            &off,
+            &vec![4096; n],
+            Some(&reuse),
+            None,
+            None,
+        );
         let mut doc = finalize(&f, "auto", *ts.last().unwrap());
         if global {
             doc["reuse_scope"] = "global".into();
@@ -1343,6 +1401,55 @@ mod tests {
             c.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
         }
         assert_eq!(c, whole);
+    }
+
+    /// Two sequential runs interleaved in one stream (A B A B ...), in leaves 0 and 9, each
+    /// starting over every 100 requests.
+    fn interleaved_runs(reref: bool) -> Value {
+        use crate::model::stats::{resume_lags, stack_distances};
+        let n = 4000usize;
+        let ts: Vec<i64> = (0..n as i64).map(|i| i * 1000).collect();
+        let off: Vec<u64> = (0..n as u64)
+            .map(|i| [0, 9000][(i % 2) as usize] + (i / 2 % 100) * 8)
+            .collect();
+        let (st, sz) = (vec![0u32; n], vec![8u32; n]);
+        let cfg = FitConfig {
+            tree: Tree::new(2, 4, 16_000),
+            flat: false,
+            window_ns: 1_000_000,
+            reref,
+        };
+        let reuse = stack_distances(&st, &off, 4096);
+        let resume = resume_lags(&st, &off, &sz);
+        let mut f = Fitter::new(cfg);
+        let (reuse, resume) = (reref.then_some(&reuse[..]), reref.then_some(&resume[..]));
+        f.update(&ts, &st, &vec![0; n], &off, &sz, reuse, resume, None);
+        finalize(&f, "auto", *ts.last().unwrap())
+    }
+
+    /// The share of a trace's requests that resume a run from further back than the previous
+    /// request.
+    fn resumed_share(c: &Columns) -> f64 {
+        let lags = crate::model::stats::resume_lags(&c.stream, &c.offset, &c.size);
+        lags.iter().filter(|&&l| l > 1).count() as f64 / c.len() as f64
+    }
+
+    #[test]
+    fn resumed_runs_interleave_as_in_the_original() {
+        let doc = interleaved_runs(true);
+        assert_eq!(
+            doc["streams"][0]["resume"],
+            serde_json::json!([[2, 3, 3960]])
+        );
+        let twin = Sampler::from_json(&doc).unwrap().generate(&params(4000));
+        assert!(resumed_share(&twin) > 0.95, "{}", resumed_share(&twin));
+        // each run stays in its leaf
+        let low = twin.offset.iter().filter(|&&o| o < 1000).count();
+        assert_eq!(low, 2000);
+        // the paper's model places them at random in their leaves (small ones: some by chance)
+        let plain = Sampler::from_json(&interleaved_runs(false)).unwrap();
+        let c = plain.generate(&params(4000));
+        assert!(resumed_share(&c) < 0.1, "{}", resumed_share(&c));
     }
 
     #[test]
