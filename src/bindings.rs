@@ -402,7 +402,7 @@ fn fit_model<'py>(
     group: Option<&Bound<'py, PyAny>>,
     global_reuse: bool,
 ) -> PyResult<String> {
-    use crate::model::{finalize::finalize, stats, tree::Tree};
+    use crate::model::{finalize::finalize, pipeline, stats, tree::Tree};
     let bufs = (
         PyBuffer::<i64>::get(ts_ns)?,
         PyBuffer::<u32>::get(stream)?,
@@ -434,13 +434,23 @@ fn fit_model<'py>(
     let doc = py.detach(|| {
         // with `global_reuse` (streams share one address space, e.g. processes over files)
         // re-references count against every stream's history, as a shared cache sees them
-        let reuse = reref.then(|| match global_reuse {
-            true => stats::global_stack_distances(off, 4096),
-            false => stats::stack_distances(st, off, 4096),
-        });
+        // resumed-run lags: one cheap pass per stream, needed by every counting path
         let resume = reref.then(|| stats::resume_lags(st, off, sz));
-        let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
-        let fitter = stats::fit_parallel(config, ts, st, o, off, sz, reuse, resume, groups);
+        // one sequence of accesses (one history, or the only stream): the distance pass runs
+        // ahead of the counting on another core
+        let one_sequence = global_reuse || st.iter().all(|&s| s == st[0]);
+        let fitter = if reref && one_sequence && pipeline::worth_it(ts.len()) {
+            let tracker = pipeline::trace_tracker(off, 4096);
+            let resume = resume.as_deref();
+            pipeline::fit_pipelined(config, ts, st, o, off, sz, resume, groups, tracker, 4096)
+        } else {
+            let reuse = reref.then(|| match global_reuse {
+                true => stats::global_stack_distances(off, 4096),
+                false => stats::stack_distances(st, off, 4096),
+            });
+            let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
+            stats::fit_parallel(config, ts, st, o, off, sz, reuse, resume, groups)
+        };
         let mut doc = finalize(&fitter, &family, span_ns);
         if reref && global_reuse {
             doc["reuse_scope"] = "global".into();

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import iotwin
 from iotwin.cli import app
 from iotwin.formats import ReadOptions
-from iotwin.model import Model, ShortTraceWarning, fit, transition_counts
+from iotwin.model import Model, ShortTraceWarning, check_model, fit, transition_counts
 from iotwin.trace import write_trace
 from iotwin.validate import validate
 
@@ -104,6 +104,21 @@ def test_same_seed_same_bytes(twins: dict, tmp_path: Path) -> None:
     assert paths[0].read_bytes() == paths[1].read_bytes()
     other = model.synth(seed=SEED + 1).df
     assert not other.equals(pl.read_parquet(paths[0]))
+
+
+def test_fitted_models_pass_the_schema(twins: dict) -> None:
+    """fit() skips the schema check of the core's own document: every kind it writes must
+    pass it (hierarchical, flat, types, no re-references, global re-use on a file trace)."""
+    trace, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    kinds = [
+        model,
+        fit(trace, levels=3, flat=True),
+        fit(trace, types=True),
+        fit(trace, reref=False, iat="gamma"),
+        fit(iotwin.load_trace(Path(__file__).parent.parent / "samples" / "pgbench.parquet")),
+    ]
+    for i, m in enumerate(kinds):
+        check_model(json.loads(json.dumps(m.doc)), f"kind {i}")
 
 
 def _saved(model: Model, path: Path) -> Path:

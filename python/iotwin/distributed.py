@@ -16,7 +16,6 @@ parallelism then (MSR Cambridge has 36 volumes, Alibaba's collection 1,000).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -28,7 +27,14 @@ from . import _core
 from .dataset import Dataset, Partition, open_dataset, partition_columns, read_partition
 from .errors import IotwinError
 from .layout import layout_from_ends
-from .model import Model, check_settings, default_window_ns, describe, warn_if_short
+from .model import (
+    Model,
+    check_settings,
+    default_window_ns,
+    describe,
+    parse_json,
+    warn_if_short,
+)
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -167,7 +173,7 @@ def fit_dataset(
     task = partial(fit_unit, settings=settings, lengths=lengths)
     stats = _run(units, task, merge_stats, cluster, client, timeout_s, retries, progress)
     span_ns = ds.span_ns if ds.meta.timed else 0
-    doc = json.loads(_core.finalize_partitions(stats, iat, span_ns))
+    doc = parse_json(_core.finalize_partitions(stats, iat, span_ns))
     meta = ds.meta if layout is None else replace(ds.meta, capacity=settings.capacity, files=[])
     clock_ns = ds.clock_ns if ds.meta.timed else None
     return describe(doc, meta, layout, started, iat, clock_ns)

@@ -249,20 +249,38 @@ pub fn empirical(h: &Hist) -> Iat {
 
 /// KS distance between the observed histogram and a candidate, at the bucket edges.
 pub fn ks_distance(h: &Hist, d: &Iat) -> f64 {
-    let total: u64 = h.counts.values().sum();
+    ks_sorted(&h.sorted(), d)
+}
+
+/// `ks_distance` over the histogram's (bucket, count) sorted by bucket. Adjacent buckets
+/// share an edge, whose CDF is computed once (finalisation spends its time in CDFs).
+fn ks_sorted(sorted: &[(u16, u64)], d: &Iat) -> f64 {
+    let total: u64 = sorted.iter().map(|b| b.1).sum();
     if total == 0 {
         return 0.0;
     }
+    // the gamma family's ln Γ(shape), once instead of at every edge
+    let cdf = |x: f64| match d {
+        Iat::Gamma { shape, scale } => gamma_p_with(*shape, x.max(0.0) / scale, ln_gamma(*shape)),
+        _ => d.cdf(x),
+    };
     let mut below = 0u64;
     let mut worst: f64 = 0.0;
-    for (b, c) in h.sorted() {
+    let mut last_edge: Option<(u64, f64)> = None; // (hi, cdf there) of the previous bucket
+    for &(b, c) in sorted {
         let (lo, hi) = bucket_range(b);
         let before = below as f64 / total as f64;
         below += c;
         let after = below as f64 / total as f64;
         // the observed CDF jumps inside [lo, hi): compare on both sides of the bucket
-        worst = worst.max((d.cdf(lo as f64 - 0.5) - before).abs());
-        worst = worst.max((d.cdf(hi as f64 - 0.5) - after).abs());
+        let at_lo = match last_edge {
+            Some((edge, v)) if edge == lo => v,
+            _ => cdf(lo as f64 - 0.5),
+        };
+        let at_hi = cdf(hi as f64 - 0.5);
+        worst = worst.max((at_lo - before).abs());
+        worst = worst.max((at_hi - after).abs());
+        last_edge = Some((hi, at_hi));
     }
     worst
 }
@@ -286,11 +304,12 @@ pub fn choose(s: &IatStats, forced: &str) -> (Iat, f64) {
     }
     // The simplest family (by parameter count) whose fit is as good as the best's, within
     // sampling noise: a hyper-exponential never wins over the exponential it contains by noise.
+    let sorted = s.hist.sorted();
     let scored: Vec<(Iat, f64)> = cands
         .iter()
         .take(6)
         .flatten()
-        .map(|d| (d.clone(), ks_distance(&s.hist, d)))
+        .map(|d| (d.clone(), ks_sorted(&sorted, d)))
         .collect();
     let best_ks = scored.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
     let (d, ks) = SIMPLEST_FIRST
@@ -304,7 +323,7 @@ pub fn choose(s: &IatStats, forced: &str) -> (Iat, f64) {
         .unwrap_or((Iat::Fixed { value: 0.0 }, 1.0));
     if ks > KS_ACCEPT && s.count >= MIN_EMPIRICAL_SAMPLES {
         let e = empirical(&s.hist);
-        let eks = ks_distance(&s.hist, &e);
+        let eks = ks_sorted(&sorted, &e);
         return (e, eks);
     }
     (d, ks)
@@ -365,6 +384,11 @@ fn ln_gamma(x: f64) -> f64 {
 
 /// The regularized lower incomplete gamma function P(a, x).
 pub fn gamma_p(a: f64, x: f64) -> f64 {
+    gamma_p_with(a, x, ln_gamma(a))
+}
+
+/// `gamma_p` given ln Γ(a).
+fn gamma_p_with(a: f64, x: f64, ln_gamma_a: f64) -> f64 {
     if x <= 0.0 {
         return 0.0;
     }
@@ -381,7 +405,7 @@ pub fn gamma_p(a: f64, x: f64) -> f64 {
                 break;
             }
         }
-        (sum.ln() - x + a * x.ln() - ln_gamma(a)).exp().min(1.0)
+        (sum.ln() - x + a * x.ln() - ln_gamma_a).exp().min(1.0)
     } else {
         // continued fraction (Lentz)
         let tiny = 1e-300;
@@ -407,7 +431,7 @@ pub fn gamma_p(a: f64, x: f64) -> f64 {
                 break;
             }
         }
-        (1.0 - (-x + a * x.ln() - ln_gamma(a)).exp() * h).clamp(0.0, 1.0)
+        (1.0 - (-x + a * x.ln() - ln_gamma_a).exp() * h).clamp(0.0, 1.0)
     }
 }
 

@@ -5,9 +5,10 @@
 use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
 use super::stats::{
-    Category, Fitter, StreamStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_RESUME,
+    Category, Fitter, StreamStats, TransStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_RESUME,
     KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
+use super::tree::TransKey;
 use serde_json::{json, Map, Value};
 
 pub const MODEL_VERSION: u64 = 1;
@@ -98,37 +99,59 @@ pub fn finalize(f: &Fitter, iat_family: &str, span_ns: i64) -> Value {
     })
 }
 
-fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &str) -> Value {
-    let mut keys: Vec<_> = s.transitions.keys().copied().collect();
-    keys.sort_unstable();
-    let transitions: Vec<Value> = keys
-        .iter()
-        .map(|k| {
-            let t = &s.transitions[k];
-            let mut cats: Vec<_> = t.categories.iter().collect();
-            cats.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
-            let cats: Vec<Value> = cats
-                .into_iter()
-                .map(|(c, st)| {
-                    let (d, ks) = choose(st, iat_family);
-                    category_json(c, st.count, t.count, iat_json(&d, ks, st.count))
-                })
-                .collect();
-            let mut m = Map::new();
-            if k.depth == FLAT_DEPTH {
-                m.insert("from_leaf".into(), json!(k.prefix));
-                m.insert("to_leaf".into(), json!(k.to));
-            } else {
-                m.insert("depth".into(), json!(k.depth));
-                m.insert("node".into(), json!(k.prefix));
-                m.insert("from".into(), json!(k.from));
-                m.insert("to".into(), json!(k.to));
-            }
-            m.insert("count".into(), json!(t.count));
-            m.insert("categories".into(), Value::Array(cats));
-            Value::Object(m)
+/// Transitions from this many up are finalised on every core (choosing each category's
+/// inter-arrival distribution is most of finalisation).
+const PARALLEL_TRANSITIONS: usize = 64;
+
+fn transition_json(k: &TransKey, t: &TransStats, iat_family: &str) -> Value {
+    let mut cats: Vec<_> = t.categories.iter().collect();
+    cats.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
+    let cats: Vec<Value> = cats
+        .into_iter()
+        .map(|(c, st)| {
+            let (d, ks) = choose(st, iat_family);
+            category_json(c, st.count, t.count, iat_json(&d, ks, st.count))
         })
         .collect();
+    let mut m = Map::new();
+    if k.depth == FLAT_DEPTH {
+        m.insert("from_leaf".into(), json!(k.prefix));
+        m.insert("to_leaf".into(), json!(k.to));
+    } else {
+        m.insert("depth".into(), json!(k.depth));
+        m.insert("node".into(), json!(k.prefix));
+        m.insert("from".into(), json!(k.from));
+        m.insert("to".into(), json!(k.to));
+    }
+    m.insert("count".into(), json!(t.count));
+    m.insert("categories".into(), Value::Array(cats));
+    Value::Object(m)
+}
+
+/// The transitions in key order, finalised in contiguous chunks on the machine's cores.
+fn transitions_json(s: &StreamStats, iat_family: &str) -> Vec<Value> {
+    let mut keys: Vec<_> = s.transitions.keys().copied().collect();
+    keys.sort_unstable();
+    let one = |k: &TransKey| transition_json(k, &s.transitions[k], iat_family);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if cores < 2 || keys.len() < PARALLEL_TRANSITIONS {
+        return keys.iter().map(one).collect();
+    }
+    let chunk = keys.len().div_ceil(cores);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = keys
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(one).collect::<Vec<Value>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("finalise thread panicked"))
+            .collect()
+    })
+}
+
+fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &str) -> Value {
+    let transitions = transitions_json(s, iat_family);
     let mut window_counts = vec![0u64; windows as usize];
     for (&w, &c) in &s.windows {
         let i = (w.max(0) as usize).min(window_counts.len() - 1);

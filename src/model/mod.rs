@@ -2,10 +2,13 @@
 //! "The model"): tree geometry, mergeable sufficient statistics, finalisation into a model
 //! document, and the sampler that regenerates requests from it.
 
+pub mod count;
 pub mod dist;
 pub mod finalize;
 pub mod hist;
+pub mod lastseen;
 pub mod partition;
+pub mod pipeline;
 pub mod sample;
 pub mod stats;
 pub mod tree;

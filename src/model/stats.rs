@@ -4,6 +4,7 @@
 //! and fitted distributions.
 
 use super::hist::Hist;
+use super::lastseen::{LastSeen, Marks};
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
 
@@ -145,7 +146,7 @@ pub struct Request {
 }
 
 /// The I/O category of a request after `last` (its stream's previous request).
-fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> Category {
+pub(super) fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> Category {
     let sequential = matches!(last, Some(l) if l.end == r.offset);
     let reused = cfg.reref && r.reuse != u32::MAX;
     let resumed = cfg.reref && r.resume > 0; // never sequential (that is lag 1)
@@ -206,7 +207,7 @@ pub struct Fitter {
     pub heads: FxHashMap<u32, Request>,
 }
 
-const MAX_ALIGN_BITS: u32 = 20;
+pub(super) const MAX_ALIGN_BITS: u32 = 20;
 
 impl Fitter {
     pub fn new(config: FitConfig) -> Fitter {
@@ -222,9 +223,27 @@ impl Fitter {
     /// stream (u32::MAX: first touch) and `resume[i]` its resumed-run lag (`resume_lags`)
     /// when the re-reference extension is on. `group[i]`, when
     /// given, is the statistics key of request i (its stream's type), so one sub-model
-    /// gathers the transitions of all streams of a type.
+    /// gathers the transitions of all streams of a type. (`count.rs` holds the loop.)
     #[allow(clippy::too_many_arguments)]
     pub fn update(
+        &mut self,
+        ts: &[i64],
+        stream: &[u32],
+        op: &[u8],
+        offset: &[u64],
+        size: &[u32],
+        reuse: Option<&[u32]>,
+        resume: Option<&[u8]>,
+        group: Option<&[u32]>,
+    ) {
+        super::count::update(self, ts, stream, op, offset, size, reuse, resume, group);
+    }
+
+    /// `update` one request at a time into the hash maps: the reference `count.rs` is
+    /// tested against.
+    #[cfg(test)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_reference(
         &mut self,
         ts: &[i64],
         stream: &[u32],
@@ -265,6 +284,7 @@ impl Fitter {
     }
 
     /// Counts one request, given its stream's previous request (None: the stream's first).
+    #[cfg(test)]
     fn observe(&mut self, r: &Request, last: Option<Last>) {
         let cfg = self.config;
         let s = self.streams.entry(r.key).or_insert_with(|| StreamStats {
@@ -387,7 +407,7 @@ fn add_counts<K: std::hash::Hash + Eq + Copy>(
 }
 
 /// Below this many requests a fit runs on one thread.
-const PARALLEL_FIT_MIN: usize = 1 << 20;
+pub const PARALLEL_FIT_MIN: usize = 1 << 20;
 
 /// Fits the requests in time partitions on the machine's cores (up to 4) and merges them
 /// (`merge_detached`): the same statistics as one pass, in a fraction of the time.
@@ -560,7 +580,12 @@ pub fn global_stack_distances(offset: &[u64], block: u64) -> Vec<u32> {
 }
 
 fn stream_distances(idx: &[usize], offset: &[u64], block: u64, threshold: u64, out: &mut [u32]) {
-    let mut tracker = StackTracker::new(idx.len(), threshold);
+    let blocks = idx
+        .iter()
+        .map(|&i| offset[i] / block)
+        .max()
+        .map_or(0, |b| b + 1);
+    let mut tracker = StackTracker::with_blocks(idx.len(), threshold, blocks);
     for &i in idx {
         out[i] = tracker.next(offset[i] / block);
     }
@@ -575,9 +600,9 @@ pub fn sample_threshold(requests: u64) -> u64 {
 /// into time partitions gets the very distances one pass over it gives.
 #[derive(Debug, Clone)]
 pub struct StackTracker {
-    fen: Fenwick,
+    fen: Marks,
     /// block -> position among the sampled accesses (u32::MAX: not in the sample)
-    last: FxHashMap<u64, u32>,
+    last: LastSeen,
     sampled: usize,
     threshold: u64,
     scale: f64,
@@ -586,9 +611,15 @@ pub struct StackTracker {
 impl StackTracker {
     /// A tracker for a stream of (at most) `requests` accesses, sampling as `stack_distances`.
     pub fn new(requests: usize, threshold: u64) -> StackTracker {
+        StackTracker::with_blocks(requests, threshold, u64::MAX)
+    }
+
+    /// A tracker whose blocks are all below `blocks`: a table indexed by block instead of a
+    /// hash map when that is not much larger than the stream.
+    pub fn with_blocks(requests: usize, threshold: u64, blocks: u64) -> StackTracker {
         StackTracker {
-            fen: Fenwick::new(requests),
-            last: FxHashMap::default(),
+            fen: Marks::new(requests),
+            last: LastSeen::new(requests, blocks),
             sampled: 0,
             threshold,
             scale: SAMPLE_SPACE as f64 / threshold.max(1) as f64,
