@@ -163,7 +163,7 @@ def fio_closed(target: Path, direct: bool, force_async: bool = False) -> dict:
     return {"iops": job["read"]["iops"], "cpu_us": out.cpu_s / n * 1e6}
 
 
-CAPACITY_REPEATS = 3
+CAPACITY_REPEATS = 5
 
 
 def best(runs: list[dict]) -> dict:
