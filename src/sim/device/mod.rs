@@ -101,7 +101,7 @@ pub fn number(spec: &Value, field: &str) -> Result<f64, String> {
 
 /// Service time of `bytes` at `bytes_per_s`, ns.
 pub fn transfer_ns(bytes: u64, bytes_per_s: f64) -> u64 {
-    (bytes as f64 * 1e9 / bytes_per_s).round() as u64
+    crate::sim::round_ns(bytes as f64 * 1e9 / bytes_per_s)
 }
 
 /// Address ranges served slower by a factor (`"slow_regions": [[start, end, factor], ...]`),
@@ -169,6 +169,6 @@ impl SlowRegions {
         if self.0.is_empty() {
             return service_ns;
         }
-        (service_ns as f64 * self.factor(offset)).round() as u64
+        crate::sim::round_ns(service_ns as f64 * self.factor(offset))
     }
 }

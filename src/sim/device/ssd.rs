@@ -73,7 +73,7 @@ impl Ssd {
         } else {
             self.p.write_ns
         };
-        let per_page = (nominal as f64 * factor).round() as u64;
+        let per_page = crate::sim::round_ns(nominal as f64 * factor);
         self.busy_ns += pages * per_page;
         if pages == 0 {
             return arrival;
