@@ -37,3 +37,27 @@ def test_twin_follows_the_original_and_the_uniform_baseline_does_not() -> None:
     errors = [abs(t - o) for t, o in zip(twin, orig, strict=True)]
     assert d["twin_max_error"] == max(errors)
     assert d["uniform_max_error"] > 3 * d["twin_max_error"]
+
+
+def test_footprints_and_the_caution_when_the_twin_touches_more_data() -> None:
+    from iotwin.whatif.cache import footprint_caution
+
+    def doc(original: int, twin: int) -> dict:
+        return {"footprints": {"original": original, "twin": twin, "uniform": 9 * original}}
+
+    # cloudPhysics' twin touches 2.67x the original's 4 KiB blocks (measured)
+    caution = footprint_caution(doc(269_210 * 4096, 718_631 * 4096))
+    assert caution is not None and "2.67x" in caution and "underestimated" in caution
+    assert "overestimated" in (footprint_caution(doc(100, 70)) or "")
+    assert footprint_caution(doc(100, 80)) is None  # pgbench: 0.80x, within 1.25x
+    assert footprint_caution({"footprints": {"twin": 5}}) is None  # a model: no original
+
+
+def test_pgbench_report_lists_every_footprint() -> None:
+    res = runner.invoke(app, ["whatif", "cache", str(SAMPLE), "--json"])
+    d = json.loads(res.output)
+    fp = d["footprints"]
+    assert fp["original"] == d["footprint_bytes"]
+    # the twin within 25% of the original's data; the uniform baseline spreads over twice it
+    assert 0.8 <= fp["twin"] / fp["original"] <= 1.25
+    assert fp["uniform"] > 2 * fp["original"]

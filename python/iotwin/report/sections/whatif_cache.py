@@ -10,7 +10,7 @@ from markupsafe import Markup, escape
 from ...errors import IotwinError
 from ..figures import COLORS, bytes_label, figure, to_svg
 from ..inputs import Bundle, Input
-from .base import figure_block, table
+from .base import figure_block, note, table
 from .whatif import WhatIfSection, need, numbers
 
 CURVES = ("original", "twin", "uniform")
@@ -66,4 +66,11 @@ class WhatIfCache(WhatIfSection):
                 for i, s in enumerate(sizes)
             ]
             parts.append(table(("cache size", *curves), rows, css="compact"))
+            if "footprints" in doc:
+                from ...whatif.cache import footprint_caution, footprint_line
+
+                parts.append(note(footprint_line(doc)))
+                caution = footprint_caution(doc)
+                if caution:
+                    parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
         return Markup("").join(parts)
