@@ -154,43 +154,48 @@ def tiled_trace(copies: int) -> Path:
     return path
 
 
+def time_tiered(trace: Path, size: int, repeat: int) -> tuple[float, int, int, int]:
+    """The tiered device (LRU cache of `size` blocks over hdd-7200) on `trace`, each run a
+    fresh process: (best seconds, requests, cache hits, cache misses)."""
+    spec = f"tiered:size={size * 4096},over=hdd-7200,ssd=ssd-sata,policy=lru,write=back"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        setup = f"import json, iotwin\nfrom iotwin import sim\ntrace = iotwin.load_trace({str(trace)!r})\n"
+        code = (
+            f"r = sim.simulate(trace, {spec!r})\n"
+            f"open({str(out)!r}, 'w').write(json.dumps([r.requests, r.cache_hits, "
+            "r.cache_misses]))"
+        )
+        seconds = min(run_step(code, setup=setup)["seconds"] for _ in range(repeat))
+        requests, hits, misses = json.loads(out.read_text())
+    return seconds, requests, hits, misses
+
+
+def lru_cell(rows: list[dict], size: int) -> dict:
+    """The cache-only LRU cell of the cloudPhysics stream at `size` blocks."""
+    return next(
+        r for r in rows if (r["stream"], r["policy"], r["size"]) == ("cloudphysics", "lru", size)
+    )
+
+
 def tiered_rows(copies: int, sizes: list[int], repeat: int, rows: list[dict]) -> list[dict]:
     """The tiered device with an LRU cache of each size; `rows` gives the cache-only cells."""
     trace = tiled_trace(copies)
     out_rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        for size in sizes:
-            spec = f"tiered:size={size * 4096},over=hdd-7200,ssd=ssd-sata,policy=lru,write=back"
-            setup = (
-                f"import json, iotwin\nfrom iotwin import sim\n"
-                f"trace = iotwin.load_trace({str(trace)!r})\n"
-            )
-            code = (
-                f"r = sim.simulate(trace, {spec!r})\n"
-                f"open({str(out)!r}, 'w').write(json.dumps([r.requests, r.cache_hits, "
-                "r.cache_misses]))"
-            )
-            timing = min(
-                (run_step(code, setup=setup) for _ in range(repeat)), key=lambda r: r["seconds"]
-            )
-            requests, hits, misses = json.loads(out.read_text())
-            lru = next(
-                r
-                for r in rows
-                if (r["stream"], r["policy"], r["size"]) == ("cloudphysics", "lru", size)
-            )
-            out_rows.append(
-                {
-                    "size": size,
-                    "requests": requests,
-                    "blocks": hits + misses,
-                    "seconds": timing["seconds"],
-                    "same_hits": hits == lru["iotwin_hits"] and hits + misses == lru["n"],
-                    "lcs_blocks_per_s": lru["n"] / lru["lcs_s"],
-                }
-            )
-            print(format_tiered(out_rows[-1]), flush=True)
+    for size in sizes:
+        seconds, requests, hits, misses = time_tiered(trace, size, repeat)
+        lru = lru_cell(rows, size)
+        out_rows.append(
+            {
+                "size": size,
+                "requests": requests,
+                "blocks": hits + misses,
+                "seconds": seconds,
+                "same_hits": hits == lru["iotwin_hits"] and hits + misses == lru["n"],
+                "lcs_blocks_per_s": lru["n"] / lru["lcs_s"],
+            }
+        )
+        print(format_tiered(out_rows[-1]), flush=True)
     return out_rows
 
 
@@ -227,34 +232,19 @@ def tiered_block_rows(npy: Path, sizes: list[int], repeat: int, rows: list[dict]
     """The tiered device on the LRU cells' own stream, one 4 KiB request per access."""
     trace = block_requests_trace(npy)
     out_rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "result.json"
-        for size in sizes:
-            spec = f"tiered:size={size * 4096},over=hdd-7200,ssd=ssd-sata,policy=lru,write=back"
-            setup = f"import json, iotwin\nfrom iotwin import sim\ntrace = iotwin.load_trace({str(trace)!r})\n"
-            code = (
-                f"r = sim.simulate(trace, {spec!r})\n"
-                f"open({str(out)!r}, 'w').write(json.dumps([r.requests, r.cache_hits]))"
-            )
-            timing = min(
-                (run_step(code, setup=setup) for _ in range(repeat)), key=lambda r: r["seconds"]
-            )
-            requests, hits = json.loads(out.read_text())
-            lru = next(
-                r
-                for r in rows
-                if (r["stream"], r["policy"], r["size"]) == ("cloudphysics", "lru", size)
-            )
-            out_rows.append(
-                {
-                    "size": size,
-                    "requests": requests,
-                    "seconds": timing["seconds"],
-                    "lcs_per_s": lru["n"] / lru["lcs_s"],
-                    "same_hits": hits == lru["lcs_hits"] and requests == lru["n"],
-                }
-            )
-            print(format_block_row(out_rows[-1]), flush=True)
+    for size in sizes:
+        seconds, requests, hits, _ = time_tiered(trace, size, repeat)
+        lru = lru_cell(rows, size)
+        out_rows.append(
+            {
+                "size": size,
+                "requests": requests,
+                "seconds": seconds,
+                "lcs_per_s": lru["n"] / lru["lcs_s"],
+                "same_hits": hits == lru["lcs_hits"] and requests == lru["n"],
+            }
+        )
+        print(format_block_row(out_rows[-1]), flush=True)
     return out_rows
 
 
