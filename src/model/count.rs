@@ -7,7 +7,7 @@
 
 use super::hist::Hist;
 use super::stats::{
-    category_of, Category, FitConfig, Fitter, IatStats, Last, Request, StreamStats, FLAT_DEPTH,
+    category_of, Batch, Category, FitConfig, Fitter, IatStats, Last, StreamStats, FLAT_DEPTH,
     MAX_ALIGN_BITS, REUSE_UNSAMPLED,
 };
 use super::tree::{TransKey, Tree};
@@ -333,35 +333,13 @@ fn new_stream_stats() -> StreamStats {
 }
 
 /// `Fitter::update`: counts time-ordered requests into `f`.
-#[allow(clippy::too_many_arguments)]
-pub fn update(
-    f: &mut Fitter,
-    ts: &[i64],
-    stream: &[u32],
-    op: &[u8],
-    offset: &[u64],
-    size: &[u32],
-    reuse: Option<&[u32]>,
-    resume: Option<&[u8]>,
-    group: Option<&[u32]>,
-) {
+pub fn update(f: &mut Fitter, batch: Batch) {
     // tables much larger than the batch cost more to clear and scan than they save
-    let budget = DENSE_BUDGET.min(ts.len().saturating_mul(2) + 4096);
-    let cols = (ts, stream, op, offset, size);
-    count_batch(f, cols, reuse, resume, group, budget);
+    let budget = DENSE_BUDGET.min(batch.len().saturating_mul(2) + 4096);
+    count_batch(f, batch, budget);
 }
 
-/// The canonical columns of a batch: time, stream, operation, offset, size.
-type Columns<'a> = (&'a [i64], &'a [u32], &'a [u8], &'a [u64], &'a [u32]);
-
-fn count_batch(
-    f: &mut Fitter,
-    (ts, stream, op, offset, size): Columns,
-    reuse: Option<&[u32]>,
-    resume: Option<&[u8]>,
-    group: Option<&[u32]>,
-    mut budget: usize,
-) {
+fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
     let cfg = f.config;
     let g = Geometry::new(&cfg);
     let window_ns = cfg.window_ns.max(1);
@@ -370,17 +348,8 @@ fn count_batch(
     let mut counts: Vec<KeyCounts> = Vec::new();
     let mut counts_of: FxHashMap<u32, usize> = FxHashMap::default();
     let mut current = usize::MAX; // the lane of the previous request
-    for i in 0..ts.len() {
-        let r = Request {
-            ts: ts[i],
-            stream: stream[i],
-            key: group.map_or(stream[i], |g| g[i]),
-            op: op[i],
-            offset: offset[i],
-            size: size[i],
-            reuse: reuse.map_or(u32::MAX, |r| r[i]),
-            resume: resume.map_or(0, |r| r[i]),
-        };
+    for i in 0..batch.len() {
+        let r = batch.request(i);
         if current == usize::MAX || lanes[current].stream != r.stream {
             current = *lane_of.entry(r.stream).or_insert_with(|| {
                 lanes.push(Lane {
@@ -527,46 +496,24 @@ mod tests {
                         reref: reuse.is_some(),
                     };
                     let r = reuse.as_deref();
+                    let whole = Batch::new(&ts, &st, &op, &off, &sz)
+                        .with_reuse(r)
+                        .with_resume(lag)
+                        .with_group(group);
                     let mut one = Fitter::new(cfg);
-                    one.update_reference(&ts, &st, &op, &off, &sz, r, lag, group);
+                    one.update_reference(whole);
                     let mut fast = Fitter::new(cfg);
-                    fast.update(&ts, &st, &op, &off, &sz, r, lag, group);
+                    fast.update(whole);
                     assert_eq!(fast.streams, one.streams, "{levels} {fanout} {flat}");
                     assert_eq!(fast.lasts, one.lasts);
                     assert_eq!(fast.heads, one.heads);
                     // a batch continuing carried-in streams, on hash maps only
                     let cut = n / 3;
                     let mut a = Fitter::new(cfg);
-                    fn head(v: Option<&[u32]>, cut: usize) -> Option<&[u32]> {
-                        v.map(|v| &v[..cut])
-                    }
-                    fn tail(v: Option<&[u32]>, cut: usize) -> Option<&[u32]> {
-                        v.map(|v| &v[cut..])
-                    }
-                    a.update_reference(
-                        &ts[..cut],
-                        &st[..cut],
-                        &op[..cut],
-                        &off[..cut],
-                        &sz[..cut],
-                        head(r, cut),
-                        lag.map(|l| &l[..cut]),
-                        head(group, cut),
-                    );
+                    a.update_reference(whole.range(0, cut));
                     let mut b = a.clone();
-                    a.update_reference(
-                        &ts[cut..],
-                        &st[cut..],
-                        &op[cut..],
-                        &off[cut..],
-                        &sz[cut..],
-                        tail(r, cut),
-                        lag.map(|l| &l[cut..]),
-                        tail(group, cut),
-                    );
-                    let cols = (&ts[cut..], &st[cut..], &op[cut..], &off[cut..], &sz[cut..]);
-                    let lag = lag.map(|l| &l[cut..]);
-                    count_batch(&mut b, cols, tail(r, cut), lag, tail(group, cut), 0);
+                    a.update_reference(whole.range(cut, n));
+                    count_batch(&mut b, whole.range(cut, n), 0);
                     assert_eq!(a.streams, b.streams);
                     assert_eq!(a.lasts, b.lasts);
                     assert_eq!(a.heads, b.heads);

@@ -7,7 +7,7 @@
 
 use super::hist::Hist;
 use super::stats::{
-    sample_threshold, Category, FitConfig, Fitter, IatStats, Last, RecentEnds, Request,
+    sample_threshold, Batch, Category, FitConfig, Fitter, IatStats, Last, RecentEnds, Request,
     StackTracker, StreamStats, TransStats,
 };
 use super::tree::{TransKey, Tree};
@@ -63,8 +63,9 @@ impl PartitionFitter {
             (None, None)
         };
         let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
+        let batch = Batch::new(ts, stream, op, offset, size);
         self.fitter
-            .update(ts, stream, op, offset, size, reuse, resume, None);
+            .update(batch.with_reuse(reuse).with_resume(resume));
         Ok(())
     }
 
@@ -370,7 +371,11 @@ mod tests {
         let resume = resume_lags(&st, &off, &sz);
         assert!(resume.iter().filter(|&&l| l > 1).count() > 5); // resumed runs across the cuts
         let mut one = Fitter::new(config(true));
-        one.update(&ts, &st, &op, &off, &sz, Some(&reuse), Some(&resume), None);
+        one.update(
+            Batch::new(&ts, &st, &op, &off, &sz)
+                .with_reuse(Some(&reuse))
+                .with_resume(Some(&resume)),
+        );
         let lengths: FxHashMap<u32, u64> = [(0, 26), (1, 14)].into_iter().collect();
         for cut in [1usize, 5, 13] {
             // each stream alone, split into time partitions [..cut), [cut..)
@@ -426,7 +431,7 @@ mod tests {
             .map(|i| (i / 2) * 512 + (i % 2) * 65536)
             .collect();
         let mut one = Fitter::new(config(false));
-        one.update(&ts, &st, &op, &off, &sz, None, None, None);
+        one.update(Batch::new(&ts, &st, &op, &off, &sz));
         let parts: Vec<Fitter> = [(0, 11), (11, 12), (12, 30)]
             .iter()
             .map(|&(a, b)| {

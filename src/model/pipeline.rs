@@ -5,7 +5,7 @@
 //! the first thread counts the later half of what is left. The two fitters merge exactly
 //! (`Fitter::merge_detached`), so the statistics are one pass's.
 
-use super::stats::{sample_threshold, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN};
+use super::stats::{sample_threshold, Batch, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN};
 use std::sync::{mpsc, Mutex};
 
 /// Requests per chunk handed from the distance pass to the counting thread.
@@ -24,41 +24,21 @@ pub fn trace_tracker(offset: &[u64], block: u64) -> StackTracker {
     StackTracker::with_blocks(n, sample_threshold(n as u64), blocks)
 }
 
-/// The statistics of `Fitter::update` over all requests, with distances from `tracker` fed
-/// every request's block in order (`trace_tracker`).
-#[allow(clippy::too_many_arguments)]
-pub fn fit_pipelined(
-    config: FitConfig,
-    ts: &[i64],
-    stream: &[u32],
-    op: &[u8],
-    offset: &[u64],
-    size: &[u32],
-    resume: Option<&[u8]>,
-    group: Option<&[u32]>,
-    tracker: StackTracker,
-    block: u64,
-) -> Fitter {
-    fit_in_chunks(
-        config, ts, stream, op, offset, size, resume, group, tracker, block, CHUNK,
-    )
+/// The statistics of `Fitter::update` over all requests of `batch` (whose `reuse` is
+/// ignored), with distances from `tracker` fed every request's block in order
+/// (`trace_tracker`).
+pub fn fit_pipelined(config: FitConfig, batch: Batch, tracker: StackTracker, block: u64) -> Fitter {
+    fit_in_chunks(config, batch, tracker, block, CHUNK)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn fit_in_chunks(
     config: FitConfig,
-    ts: &[i64],
-    stream: &[u32],
-    op: &[u8],
-    offset: &[u64],
-    size: &[u32],
-    resume: Option<&[u8]>,
-    group: Option<&[u32]>,
+    batch: Batch,
     mut tracker: StackTracker,
     block: u64,
     chunk: usize,
 ) -> Fitter {
-    let n = ts.len();
+    let (n, offset) = (batch.len(), batch.offset);
     let mut reuse = vec![0u32; n];
     let parts: Vec<&mut [u32]> = reuse.chunks_mut(chunk.max(1)).collect();
     let chunks = parts.len();
@@ -66,16 +46,7 @@ fn fit_in_chunks(
     let claims = Mutex::new((0usize, chunks));
     let count = |f: &mut Fitter, k: usize, d: &[u32]| {
         let (a, b) = (k * chunk, k * chunk + d.len());
-        f.update(
-            &ts[a..b],
-            &stream[a..b],
-            &op[a..b],
-            &offset[a..b],
-            &size[a..b],
-            Some(d),
-            resume.map(|r| &r[a..b]),
-            group.map(|g| &g[a..b]),
-        );
+        f.update(batch.range(a, b).with_reuse(Some(d)));
     };
     let (tx, rx) = mpsc::channel::<&[u32]>();
     std::thread::scope(|scope| {
@@ -167,11 +138,21 @@ mod tests {
         ] {
             let resume = resume_lags(st, &off, &sz);
             let mut one = Fitter::new(c);
-            one.update(&ts, st, &op, &off, &sz, Some(&reuse), Some(&resume), None);
+            one.update(
+                Batch::new(&ts, st, &op, &off, &sz)
+                    .with_reuse(Some(&reuse))
+                    .with_resume(Some(&resume)),
+            );
             for chunk in [1000, 7_777, n, 2 * n] {
                 let tracker = trace_tracker(&off, 4096);
                 let r = Some(&resume[..]);
-                let f = fit_in_chunks(c, &ts, st, &op, &off, &sz, r, None, tracker, 4096, chunk);
+                let f = fit_in_chunks(
+                    c,
+                    Batch::new(&ts, st, &op, &off, &sz).with_resume(r),
+                    tracker,
+                    4096,
+                    chunk,
+                );
                 assert_eq!(f.streams, one.streams, "chunk {chunk}");
                 assert_eq!(f.lasts, one.lasts);
             }

@@ -1259,7 +1259,7 @@ fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32
 mod tests {
     use super::*;
     use crate::model::finalize::finalize;
-    use crate::model::stats::{FitConfig, Fitter};
+    use crate::model::stats::{Batch, FitConfig, Fitter};
 
     fn fitted(levels: u32, flat: bool) -> Value {
         // a stream that scans 56 bytes of leaf 0 (of 1,000 bytes) sequentially, then jumps
@@ -1282,16 +1282,7 @@ mod tests {
             reref: false,
         };
         let mut f = Fitter::new(cfg);
-        f.update(
-            &ts,
-            &vec![0; n],
-            &vec![0; n],
-            &off,
-            &vec![8; n],
-            None,
-            None,
-            None,
-        );
+        f.update(Batch::new(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n]));
         finalize(&f, "auto", *ts.last().unwrap())
     }
 
@@ -1405,16 +1396,7 @@ mod tests {
             false => stack_distances(&st, &off, 4096),
         };
         let mut f = Fitter::new(cfg);
-        f.update(
-            &ts,
-            &st,
-            &op,
-            &off,
-            &vec![4096; n],
-            Some(&reuse),
-            None,
-            None,
-        );
+        f.update(Batch::new(&ts, &st, &op, &off, &vec![4096; n]).with_reuse(Some(&reuse)));
         let mut doc = finalize(&f, "auto", *ts.last().unwrap());
         if global {
             doc["reuse_scope"] = "global".into();
@@ -1483,7 +1465,11 @@ mod tests {
         let resume = resume_lags(&st, &off, &sz);
         let mut f = Fitter::new(cfg);
         let (reuse, resume) = (reref.then_some(&reuse[..]), reref.then_some(&resume[..]));
-        f.update(&ts, &st, &vec![0; n], &off, &sz, reuse, resume, None);
+        f.update(
+            Batch::new(&ts, &st, &vec![0; n], &off, &sz)
+                .with_reuse(reuse)
+                .with_resume(resume),
+        );
         finalize(&f, "auto", *ts.last().unwrap())
     }
 

@@ -145,6 +145,90 @@ pub struct Request {
     pub resume: u8,
 }
 
+/// Time-ordered requests as the fitter counts them: the canonical columns and, where
+/// measured, each request's stack distance, resumed-run lag and statistics key (its stream's
+/// type, when streams are grouped).
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub ts: &'a [i64],
+    pub stream: &'a [u32],
+    pub op: &'a [u8],
+    pub offset: &'a [u64],
+    pub size: &'a [u32],
+    pub reuse: Option<&'a [u32]>,
+    pub resume: Option<&'a [u8]>,
+    pub group: Option<&'a [u32]>,
+}
+
+impl<'a> Batch<'a> {
+    pub fn new(
+        ts: &'a [i64],
+        stream: &'a [u32],
+        op: &'a [u8],
+        offset: &'a [u64],
+        size: &'a [u32],
+    ) -> Batch<'a> {
+        Batch {
+            ts,
+            stream,
+            op,
+            offset,
+            size,
+            reuse: None,
+            resume: None,
+            group: None,
+        }
+    }
+
+    pub fn with_reuse(self, reuse: Option<&'a [u32]>) -> Batch<'a> {
+        Batch { reuse, ..self }
+    }
+
+    pub fn with_resume(self, resume: Option<&'a [u8]>) -> Batch<'a> {
+        Batch { resume, ..self }
+    }
+
+    pub fn with_group(self, group: Option<&'a [u32]>) -> Batch<'a> {
+        Batch { group, ..self }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    /// Requests [a, b).
+    pub fn range(&self, a: usize, b: usize) -> Batch<'a> {
+        Batch {
+            ts: &self.ts[a..b],
+            stream: &self.stream[a..b],
+            op: &self.op[a..b],
+            offset: &self.offset[a..b],
+            size: &self.size[a..b],
+            reuse: self.reuse.map(|r| &r[a..b]),
+            resume: self.resume.map(|r| &r[a..b]),
+            group: self.group.map(|g| &g[a..b]),
+        }
+    }
+
+    /// Request i as the fitter sees it.
+    pub fn request(&self, i: usize) -> Request {
+        Request {
+            ts: self.ts[i],
+            stream: self.stream[i],
+            key: self.group.map_or(self.stream[i], |g| g[i]),
+            op: self.op[i],
+            offset: self.offset[i],
+            size: self.size[i],
+            reuse: self.reuse.map_or(u32::MAX, |r| r[i]),
+            resume: self.resume.map_or(0, |r| r[i]),
+        }
+    }
+}
+
 /// The I/O category of a request after `last` (its stream's previous request).
 pub(super) fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> Category {
     let sequential = matches!(last, Some(l) if l.end == r.offset);
@@ -224,47 +308,16 @@ impl Fitter {
     /// when the re-reference extension is on. `group[i]`, when
     /// given, is the statistics key of request i (its stream's type), so one sub-model
     /// gathers the transitions of all streams of a type. (`count.rs` holds the loop.)
-    #[allow(clippy::too_many_arguments)]
-    pub fn update(
-        &mut self,
-        ts: &[i64],
-        stream: &[u32],
-        op: &[u8],
-        offset: &[u64],
-        size: &[u32],
-        reuse: Option<&[u32]>,
-        resume: Option<&[u8]>,
-        group: Option<&[u32]>,
-    ) {
-        super::count::update(self, ts, stream, op, offset, size, reuse, resume, group);
+    pub fn update(&mut self, batch: Batch) {
+        super::count::update(self, batch);
     }
 
     /// `update` one request at a time into the hash maps: the reference `count.rs` is
     /// tested against.
     #[cfg(test)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn update_reference(
-        &mut self,
-        ts: &[i64],
-        stream: &[u32],
-        op: &[u8],
-        offset: &[u64],
-        size: &[u32],
-        reuse: Option<&[u32]>,
-        resume: Option<&[u8]>,
-        group: Option<&[u32]>,
-    ) {
-        for i in 0..ts.len() {
-            let r = Request {
-                ts: ts[i],
-                stream: stream[i],
-                key: group.map_or(stream[i], |g| g[i]),
-                op: op[i],
-                offset: offset[i],
-                size: size[i],
-                reuse: reuse.map_or(u32::MAX, |r| r[i]),
-                resume: resume.map_or(0, |r| r[i]),
-            };
+    pub fn update_reference(&mut self, batch: Batch) {
+        for i in 0..batch.len() {
+            let r = batch.request(i);
             let last = self.lasts.get(&r.stream).copied();
             if last.is_none() {
                 self.heads.entry(r.stream).or_insert(r);
@@ -411,19 +464,8 @@ pub const PARALLEL_FIT_MIN: usize = 1 << 20;
 
 /// Fits the requests in time partitions on the machine's cores (up to 4) and merges them
 /// (`merge_detached`): the same statistics as one pass, in a fraction of the time.
-#[allow(clippy::too_many_arguments)]
-pub fn fit_parallel(
-    config: FitConfig,
-    ts: &[i64],
-    stream: &[u32],
-    op: &[u8],
-    offset: &[u64],
-    size: &[u32],
-    reuse: Option<&[u32]>,
-    resume: Option<&[u8]>,
-    group: Option<&[u32]>,
-) -> Fitter {
-    let n = ts.len();
+pub fn fit_parallel(config: FitConfig, batch: Batch) -> Fitter {
+    let n = batch.len();
     let cores = std::thread::available_parallelism()
         .map_or(1, |c| c.get())
         .min(4);
@@ -437,16 +479,7 @@ pub fn fit_parallel(
             .map(|&(a, b)| {
                 scope.spawn(move || {
                     let mut f = Fitter::new(config);
-                    f.update(
-                        &ts[a..b],
-                        &stream[a..b],
-                        &op[a..b],
-                        &offset[a..b],
-                        &size[a..b],
-                        reuse.map(|r| &r[a..b]),
-                        resume.map(|r| &r[a..b]),
-                        group.map(|g| &g[a..b]),
-                    );
+                    f.update(batch.range(a, b));
                     f
                 })
             })
@@ -737,16 +770,13 @@ mod tests {
     fn counts_transitions_categories_and_iats() {
         let mut f = Fitter::new(cfg(2));
         // stream 0: leaf 0 -> leaf 0 (sequential) -> leaf 6 (random); stream 1: one request
-        f.update(
+        f.update(Batch::new(
             &[0, 10, 30, 35],
             &[0, 0, 1, 0],
             &[0, 0, 1, 1],
             &[0, 50, 700, 650],
             &[50, 50, 4, 4],
-            None,
-            None,
-            None,
-        );
+        ));
         let s = &f.streams[&0];
         assert_eq!(s.requests, 3);
         let fine = &s.transitions[&TransKey {
@@ -787,29 +817,23 @@ mod tests {
         let off = [0u64, 800, 100, 808, 1500, 1508];
         let sz = [100u32, 8, 4, 8, 8, 8];
         let mut whole = Fitter::new(cfg(2));
-        whole.update(&ts, &st, &op, &off, &sz, None, None, None);
+        whole.update(Batch::new(&ts, &st, &op, &off, &sz));
         let mut first = Fitter::new(cfg(2));
-        first.update(
+        first.update(Batch::new(
             &ts[..3],
             &st[..3],
             &op[..3],
             &off[..3],
             &sz[..3],
-            None,
-            None,
-            None,
-        );
+        ));
         let mut second = first.carry_from();
-        second.update(
+        second.update(Batch::new(
             &ts[3..],
             &st[3..],
             &op[3..],
             &off[3..],
             &sz[3..],
-            None,
-            None,
-            None,
-        );
+        ));
         first.merge(&second);
         assert_eq!(first.streams, whole.streams);
         assert_eq!(first.lasts, whole.lasts);
@@ -834,29 +858,17 @@ mod tests {
         let mut c = cfg(2);
         c.reref = true;
         let mut whole = Fitter::new(c);
-        whole.update(&ts, &st, &op, &off, &sz, Some(&reuse), None, None);
+        whole.update(Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse)));
         for cut in 1..ts.len() {
             let mut first = Fitter::new(c);
             first.update(
-                &ts[..cut],
-                &st[..cut],
-                &op[..cut],
-                &off[..cut],
-                &sz[..cut],
-                Some(&reuse[..cut]),
-                None,
-                None,
+                Batch::new(&ts[..cut], &st[..cut], &op[..cut], &off[..cut], &sz[..cut])
+                    .with_reuse(Some(&reuse[..cut])),
             );
             let mut second = Fitter::new(c);
             second.update(
-                &ts[cut..],
-                &st[cut..],
-                &op[cut..],
-                &off[cut..],
-                &sz[cut..],
-                Some(&reuse[cut..]),
-                None,
-                None,
+                Batch::new(&ts[cut..], &st[cut..], &op[cut..], &off[cut..], &sz[cut..])
+                    .with_reuse(Some(&reuse[cut..])),
             );
             first.merge_detached(&second);
             assert_eq!(first.streams, whole.streams, "cut {cut}");
@@ -866,14 +878,8 @@ mod tests {
         let part = |a: usize, b: usize| {
             let mut f = Fitter::new(c);
             f.update(
-                &ts[a..b],
-                &st[a..b],
-                &op[a..b],
-                &off[a..b],
-                &sz[a..b],
-                Some(&reuse[a..b]),
-                None,
-                None,
+                Batch::new(&ts[a..b], &st[a..b], &op[a..b], &off[a..b], &sz[a..b])
+                    .with_reuse(Some(&reuse[a..b])),
             );
             f
         };
@@ -921,8 +927,11 @@ mod tests {
             global_stack_distances(&off, 4096),
         ] {
             let mut one = Fitter::new(c);
-            one.update(&ts, &st, &op, &off, &sz, Some(&reuse), None, None);
-            let par = fit_parallel(c, &ts, &st, &op, &off, &sz, Some(&reuse), None, None);
+            one.update(Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse)));
+            let par = fit_parallel(
+                c,
+                Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse)),
+            );
             assert_eq!(par.streams, one.streams);
             assert_eq!(par.lasts, one.lasts);
         }
@@ -961,16 +970,7 @@ mod tests {
         let reuse = global_stack_distances(&off, 4096);
         let n = st.len();
         let ts: Vec<i64> = (0..n as i64).collect();
-        f.update(
-            &ts,
-            &st,
-            &vec![0; n],
-            &off,
-            &vec![512; n],
-            Some(&reuse),
-            None,
-            None,
-        );
+        f.update(Batch::new(&ts, &st, &vec![0; n], &off, &vec![512; n]).with_reuse(Some(&reuse)));
         // (kind, count) of each stream's transitions
         let kinds = |id: u32| -> Vec<(u8, u64)> {
             let mut by_kind: FxHashMap<u8, u64> = FxHashMap::default();
@@ -1016,7 +1016,11 @@ mod tests {
         let reuse = stack_distances(&st, &off, 4096);
         let ts: Vec<i64> = (0..st.len() as i64).collect();
         let op = vec![0u8; st.len()];
-        f.update(&ts, &st, &op, &off, &sz, Some(&reuse), Some(&lags), None);
+        f.update(
+            Batch::new(&ts, &st, &op, &off, &sz)
+                .with_reuse(Some(&reuse))
+                .with_resume(Some(&lags)),
+        );
         let s = &f.streams[&0];
         let resumed: u64 = s
             .transitions
@@ -1031,7 +1035,7 @@ mod tests {
         assert_eq!(s.reuse.sorted().iter().map(|b| b.1).sum::<u64>(), 3);
         // the paper's model has neither
         let mut plain = Fitter::new(cfg(1));
-        plain.update(&ts, &st, &op, &off, &sz, None, None, None);
+        plain.update(Batch::new(&ts, &st, &op, &off, &sz));
         assert!(plain.streams[&0].resume.counts.is_empty());
     }
 
