@@ -279,6 +279,64 @@ fn buffer_slice<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> PyResult<&[T]> {
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
 }
 
+/// The five canonical columns as Python buffers, held while slices of them are in use.
+struct CanonicalBuffers {
+    ts_ns: PyBuffer<i64>,
+    stream: PyBuffer<u32>,
+    op: PyBuffer<u8>,
+    offset: PyBuffer<u64>,
+    size: PyBuffer<u32>,
+}
+
+/// (time, stream, operation, offset, size) slices.
+type CanonicalSlices<'a> = (&'a [i64], &'a [u32], &'a [u8], &'a [u64], &'a [u32]);
+
+impl CanonicalBuffers {
+    fn get(
+        ts_ns: &Bound<'_, PyAny>,
+        stream: &Bound<'_, PyAny>,
+        op: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+        size: &Bound<'_, PyAny>,
+    ) -> PyResult<CanonicalBuffers> {
+        Ok(CanonicalBuffers {
+            ts_ns: PyBuffer::get(ts_ns)?,
+            stream: PyBuffer::get(stream)?,
+            op: PyBuffer::get(op)?,
+            offset: PyBuffer::get(offset)?,
+            size: PyBuffer::get(size)?,
+        })
+    }
+
+    fn slices(&self) -> PyResult<CanonicalSlices<'_>> {
+        Ok((
+            buffer_slice(&self.ts_ns)?,
+            buffer_slice(&self.stream)?,
+            buffer_slice(&self.op)?,
+            buffer_slice(&self.offset)?,
+            buffer_slice(&self.size)?,
+        ))
+    }
+
+    /// The columns for characterization (a whole trace: no row numbers or run starts).
+    fn trace_columns<'a>(
+        &'a self,
+        latency_ns: Option<&'a PyBuffer<i64>>,
+    ) -> PyResult<TraceColumns<'a>> {
+        let (ts_ns, stream, op, offset, size) = self.slices()?;
+        Ok(TraceColumns {
+            ts_ns,
+            stream,
+            op,
+            offset,
+            size,
+            latency_ns: latency_ns.map(buffer_slice).transpose()?,
+            seq: None,
+            run_start: None,
+        })
+    }
+}
+
 fn stream_stats_to_py<'py>(py: Python<'py>, s: &StreamStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("stream", s.stream)?;
@@ -349,24 +407,9 @@ fn characterize_columns<'py>(
     window_ns: i64,
     relaxed_threshold: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let bufs = (
-        PyBuffer::<i64>::get(ts_ns)?,
-        PyBuffer::<u32>::get(stream)?,
-        PyBuffer::<u8>::get(op)?,
-        PyBuffer::<u64>::get(offset)?,
-        PyBuffer::<u32>::get(size)?,
-    );
+    let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
     let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
-    let cols = TraceColumns {
-        ts_ns: buffer_slice(&bufs.0)?,
-        stream: buffer_slice(&bufs.1)?,
-        op: buffer_slice(&bufs.2)?,
-        offset: buffer_slice(&bufs.3)?,
-        size: buffer_slice(&bufs.4)?,
-        latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
-        seq: None,
-        run_start: None,
-    };
+    let cols = bufs.trace_columns(latency.as_ref())?;
     let params = Params {
         leaves,
         capacity,
@@ -403,20 +446,8 @@ fn fit_model<'py>(
     global_reuse: bool,
 ) -> PyResult<String> {
     use crate::model::{finalize::finalize, pipeline, stats, tree::Tree};
-    let bufs = (
-        PyBuffer::<i64>::get(ts_ns)?,
-        PyBuffer::<u32>::get(stream)?,
-        PyBuffer::<u8>::get(op)?,
-        PyBuffer::<u64>::get(offset)?,
-        PyBuffer::<u32>::get(size)?,
-    );
-    let (ts, st, o, off, sz) = (
-        buffer_slice(&bufs.0)?,
-        buffer_slice(&bufs.1)?,
-        buffer_slice(&bufs.2)?,
-        buffer_slice(&bufs.3)?,
-        buffer_slice(&bufs.4)?,
-    );
+    let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
+    let (ts, st, o, off, sz) = bufs.slices()?;
     if levels == 0 || fanout < 2 || (fanout as f64).powi(levels as i32) > 4e18 {
         return Err(PyValueError::new_err(
             "levels must be >= 1 and fanout >= 2 (fanout^levels < 4e18)",
@@ -511,20 +542,8 @@ impl PartitionFit {
         offset: &Bound<'py, PyAny>,
         size: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
-        let bufs = (
-            PyBuffer::<i64>::get(ts_ns)?,
-            PyBuffer::<u32>::get(stream)?,
-            PyBuffer::<u8>::get(op)?,
-            PyBuffer::<u64>::get(offset)?,
-            PyBuffer::<u32>::get(size)?,
-        );
-        let cols = (
-            buffer_slice(&bufs.0)?,
-            buffer_slice(&bufs.1)?,
-            buffer_slice(&bufs.2)?,
-            buffer_slice(&bufs.3)?,
-            buffer_slice(&bufs.4)?,
-        );
+        let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
+        let cols = bufs.slices()?;
         let inner = &mut self.inner;
         py.detach(|| inner.update(cols.0, cols.1, cols.2, cols.3, cols.4))
             .map_err(PyValueError::new_err)
@@ -629,25 +648,13 @@ impl PartitionCharacterize {
         seq: &Bound<'py, PyAny>,
         run_start: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
-        let bufs = (
-            PyBuffer::<i64>::get(ts_ns)?,
-            PyBuffer::<u32>::get(stream)?,
-            PyBuffer::<u8>::get(op)?,
-            PyBuffer::<u64>::get(offset)?,
-            PyBuffer::<u32>::get(size)?,
-            PyBuffer::<u64>::get(seq)?,
-            PyBuffer::<u8>::get(run_start)?,
-        );
+        let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
+        let (seq, run_start) = (PyBuffer::<u64>::get(seq)?, PyBuffer::<u8>::get(run_start)?);
         let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
         let cols = TraceColumns {
-            ts_ns: buffer_slice(&bufs.0)?,
-            stream: buffer_slice(&bufs.1)?,
-            op: buffer_slice(&bufs.2)?,
-            offset: buffer_slice(&bufs.3)?,
-            size: buffer_slice(&bufs.4)?,
-            latency_ns: latency.as_ref().map(buffer_slice).transpose()?,
-            seq: Some(buffer_slice(&bufs.5)?),
-            run_start: Some(buffer_slice(&bufs.6)?),
+            seq: Some(buffer_slice(&seq)?),
+            run_start: Some(buffer_slice(&run_start)?),
+            ..bufs.trace_columns(latency.as_ref())?
         };
         let inner = self
             .inner
