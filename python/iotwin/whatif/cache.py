@@ -29,8 +29,8 @@ def footprint_bytes(trace: Trace) -> int:
     return lru(trace, [])[1] * BLOCK
 
 
-def auto_sizes(trace: Trace) -> list[int]:
-    fp = footprint_bytes(trace)
+def auto_sizes(fp: int) -> list[int]:
+    """The AUTO_FRACTIONS of a footprint of `fp` bytes, in whole blocks."""
     return sorted({int(fp * f) // BLOCK * BLOCK for f in AUTO_FRACTIONS})
 
 
@@ -78,7 +78,9 @@ def study(
     hdd = resolve(over)
     if intensity is None:
         intensity = auto_intensity(reference, hdd, seed)
-    sizes = auto_sizes(reference) if sizes is None else sorted(set(sizes))
+    footprints = {name: footprint_bytes(t) for name, t in variants.items()}
+    reference_fp = next(iter(footprints.values()))
+    sizes = auto_sizes(reference_fp) if sizes is None else sorted(set(sizes))
     stack = {"over": over, "ssd": ssd, "policy": policy, "write": write}
     task = (
         progress.add_task("simulating", total=len(variants) * (len(sizes) + 1))
@@ -97,8 +99,8 @@ def study(
         "device": describe(hdd),
         "cache": f"{ssd} {policy} write-{write}",
         "intensity": intensity,
-        "footprint_bytes": footprint_bytes(reference),
-        "footprints": {name: footprint_bytes(t) for name, t in variants.items()},
+        "footprint_bytes": reference_fp,
+        "footprints": footprints,
         "sizes": sizes,
         "curves": {name: [p["speedup"] for p in pts] for name, pts in curves.items()},
         "points": curves,
