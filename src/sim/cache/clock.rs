@@ -26,11 +26,11 @@ impl CachePolicy for Clock {
             self.referenced[slot] = true;
             return true;
         }
+        // a new block's bit is clear: fresh slots start clear, and the hand stops only at a
+        // slot whose bit it found clear
         let referenced = &mut self.referenced;
         let second_chance = |slot: usize| std::mem::replace(&mut referenced[slot], false);
-        if let Some(slot) = self.ring.insert(block, evicted, second_chance) {
-            referenced[slot] = false;
-        }
+        self.ring.insert(block, evicted, second_chance);
         false
     }
 
