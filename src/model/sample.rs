@@ -170,52 +170,8 @@ struct Budgets {
     all: Fenwick,
     /// The sum of `remaining` (kept, not queried from `all`, on every request).
     left: u64,
-    categories: Vec<CategoryCounts>,
+    categories: Vec<Vec<u64>>,
     node_entry: FxHashMap<(u32, u64), Vec<u64>>,
-}
-
-/// One transition's remaining category counts. A draw picks the first category whose running
-/// sum passes a uniform number below the total, as a scan would; long lists keep the running
-/// sums in a Fenwick tree, so a draw costs O(log k), not a scan of k (the bench model's
-/// transitions carry up to hundreds of size and kind categories).
-#[derive(Debug, Clone)]
-enum CategoryCounts {
-    Few(Vec<u64>),
-    Many(Fenwick),
-}
-
-/// Lists longer than this keep prefix sums.
-const CATEGORY_SCAN_MAX: usize = 32;
-
-impl CategoryCounts {
-    fn new(counts: Vec<u64>) -> CategoryCounts {
-        if counts.len() <= CATEGORY_SCAN_MAX {
-            return CategoryCounts::Few(counts);
-        }
-        let mut sums = Fenwick::new(counts.len());
-        for (i, &c) in counts.iter().enumerate() {
-            sums.add(i, c as i64);
-        }
-        CategoryCounts::Many(sums)
-    }
-
-    /// Takes one count, `total` being the counts' sum: the same category `take_of` picks.
-    fn take(&mut self, total: u64, rng: &mut Pcg64Mcg) -> Option<usize> {
-        match self {
-            CategoryCounts::Few(counts) => take_of(counts, total, rng),
-            CategoryCounts::Many(sums) => {
-                if total == 0 {
-                    return None;
-                }
-                let u = rng.random_range(0..total);
-                let i = sums.find_kth(u + 1);
-                (i < sums.len()).then(|| {
-                    sums.add(i, -1);
-                    i
-                })
-            }
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -527,7 +483,7 @@ impl Sampler {
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
         // the transition's categories hold exactly its remaining count: draw below it
-        let c = b.categories[t].take(b.remaining[t], rng).unwrap_or(0);
+        let c = take_of(&mut b.categories[t], b.remaining[t], rng).unwrap_or(0);
         b.remaining[t] -= 1;
         b.left -= 1;
         b.all.add(t, -1);
@@ -1139,7 +1095,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         b.remaining.push(total);
         b.all.add(idx, total as i64);
         b.left += total;
-        b.categories.push(CategoryCounts::new(counts));
+        b.categories.push(counts);
         keys.push(key);
         cats.push(list);
     }
@@ -1315,22 +1271,6 @@ mod tests {
             );
             assert!(c.ts_ns.windows(2).all(|w| w[0] <= w[1]));
         }
-    }
-
-    #[test]
-    fn category_draws_with_prefix_sums_equal_the_scan() {
-        let counts: Vec<u64> = (0..200).map(|i| (i * 7919 % 13) as u64).collect();
-        let total: u64 = counts.iter().sum();
-        let (mut few, mut many) = (
-            CategoryCounts::Few(counts.clone()),
-            CategoryCounts::new(counts.clone()),
-        );
-        assert!(matches!(many, CategoryCounts::Many(_)));
-        let (mut r1, mut r2) = (Pcg64Mcg::seed_from_u64(5), Pcg64Mcg::seed_from_u64(5));
-        for left in (1..=total).rev() {
-            assert_eq!(few.take(left, &mut r1), many.take(left, &mut r2));
-        }
-        assert_eq!(many.take(0, &mut r2), None);
     }
 
     #[test]
