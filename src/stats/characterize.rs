@@ -5,7 +5,7 @@
 //! (Python). Every per-stream counter is kept once per stream and the whole-trace figures are
 //! sums over streams, so each record touches one accumulator.
 
-use super::footprint::{footprints, Footprints};
+use super::footprint::{footprints_of, Footprints, Piece};
 use rustc_hash::FxHashMap;
 
 /// Borrowed canonical columns, all of the same length.
@@ -113,33 +113,60 @@ pub struct Summary {
 
 /// Characterizes a trace; errors on mismatched columns or an unusable window.
 pub fn characterize(cols: &TraceColumns, params: &Params) -> Result<Summary, String> {
-    check_lengths(cols)?;
+    characterize_pieces(std::slice::from_ref(cols), params)
+}
+
+/// Characterizes a trace given as consecutive pieces (the chunks of its columns, as Parquet
+/// row groups arrive): the same counts as for the concatenated columns, without copying
+/// them into one.
+pub fn characterize_pieces(pieces: &[TraceColumns], params: &Params) -> Result<Summary, String> {
+    for cols in pieces {
+        check_lengths(cols)?;
+        if cols.seq.is_some() || cols.run_start.is_some() {
+            return Err("a whole trace's pieces have no row numbers or run starts".into());
+        }
+    }
     if params.leaves == 0 {
         return Err("spatial locality needs at least one range".into());
     }
-    let extent = Extent::of(cols);
+    let extent = Extent::of_pieces(pieces);
     let capacity = if params.capacity > 0 {
         params.capacity
     } else {
         extent.max_end
     };
     let grid = WindowGrid::new(extent.span(), params.window_ns)?;
+    let columns: Vec<Piece> = pieces
+        .iter()
+        .map(|c| (c.stream, c.offset, c.size))
+        .collect();
     // The footprint needs a sort; it runs on a second thread while this one makes the pass.
-    let (pass, blocks) = std::thread::scope(|scope| {
+    let (tally, blocks) = std::thread::scope(|scope| {
         let blocks = scope.spawn(|| {
-            footprints(
-                cols.stream,
-                cols.offset,
-                cols.size,
+            footprints_of(
+                &columns,
                 extent.max_stream,
+                extent.min_offset,
                 extent.max_end,
             )
         });
-        let mut pass = Pass::new(cols, params, capacity, &extent, grid.as_ref());
-        pass.run();
-        (pass, blocks.join().expect("footprint thread panicked"))
+        let mut tally = Tally::new(params, capacity, &extent, grid.as_ref());
+        let (mut base, mut prev_end) = (0, None);
+        for cols in pieces {
+            let mut pass = Pass {
+                cols,
+                grid: grid.as_ref(),
+                t: tally,
+                base,
+                prev_end,
+            };
+            pass.run();
+            (tally, prev_end) = (pass.t, pass.prev_end);
+            base += cols.ts_ns.len() as u64;
+        }
+        (tally, blocks.join().expect("footprint thread panicked"))
     });
-    Ok(pass.finish(blocks))
+    Ok(tally.into_counts().finish(grid.as_ref(), blocks))
 }
 
 fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
@@ -167,34 +194,46 @@ fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
     Ok(())
 }
 
-/// What a cheap first pass learns: time range, largest stream id, largest end offset.
+/// What a cheap first pass learns: time range, largest stream id, smallest offset and
+/// largest end offset.
 struct Extent {
     first_ts: i64,
     last_ts: i64,
     max_stream: u32,
+    min_offset: u64,
     max_end: u64,
 }
 
 impl Extent {
+    #[cfg(test)]
     fn of(cols: &TraceColumns) -> Extent {
-        let (first_ts, last_ts) = cols
-            .ts_ns
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-        let max_stream = cols.stream.iter().copied().max().unwrap_or(0);
-        let max_end = cols
-            .offset
-            .iter()
-            .zip(cols.size)
-            .map(|(&o, &s)| o.saturating_add(s as u64))
-            .max()
-            .unwrap_or(0);
-        Extent {
-            first_ts,
-            last_ts,
-            max_stream,
-            max_end,
+        Extent::of_pieces(std::slice::from_ref(cols))
+    }
+
+    fn of_pieces(pieces: &[TraceColumns]) -> Extent {
+        let mut e = Extent {
+            first_ts: i64::MAX,
+            last_ts: i64::MIN,
+            max_stream: 0,
+            min_offset: u64::MAX,
+            max_end: 0,
+        };
+        for cols in pieces {
+            for &t in cols.ts_ns {
+                (e.first_ts, e.last_ts) = (e.first_ts.min(t), e.last_ts.max(t));
+            }
+            e.max_stream = e
+                .max_stream
+                .max(cols.stream.iter().copied().max().unwrap_or(0));
+            for (&o, &s) in cols.offset.iter().zip(cols.size) {
+                e.min_offset = e.min_offset.min(o);
+                e.max_end = e.max_end.max(o.saturating_add(s as u64));
+            }
         }
+        if e.min_offset == u64::MAX {
+            e.min_offset = 0; // no requests
+        }
+        e
     }
 
     fn span(&self) -> u64 {
@@ -375,6 +414,10 @@ struct Pass<'a> {
     cols: &'a TraceColumns<'a>,
     grid: Option<&'a WindowGrid>,
     t: Tally,
+    /// The row of the first of `cols` in the whole trace, and the end of the request before
+    /// it (when `cols` is not a whole trace's first piece).
+    base: u64,
+    prev_end: Option<u64>,
 }
 
 /// A pass's counters, apart from the columns it reads: a stream's parts carry them from one
@@ -397,6 +440,7 @@ struct Tally {
 }
 
 impl<'a> Pass<'a> {
+    #[cfg(test)]
     fn new(
         cols: &'a TraceColumns<'a>,
         params: &Params,
@@ -408,12 +452,14 @@ impl<'a> Pass<'a> {
             cols,
             grid,
             t: Tally::new(params, capacity, extent, grid),
+            base: 0,
+            prev_end: None,
         }
     }
 
     fn run(&mut self) {
         let c = self.cols;
-        let mut prev_end: Option<u64> = None;
+        let mut prev_end = self.prev_end;
         let (mut win, mut win_lo, mut win_hi) = (0u64, 0u64, 0u64);
         for i in 0..c.ts_ns.len() {
             let (offset, size) = (c.offset[i], c.size[i]);
@@ -445,9 +491,10 @@ impl<'a> Pass<'a> {
                 _ => *self.t.size_counts.entry(size).or_insert(0) += 1,
             }
         }
+        self.prev_end = prev_end;
         for (k, &n) in self.t.small_sizes.iter().enumerate() {
             if n > 0 {
-                self.t.size_counts.insert((k as u32) << 9, n);
+                self.t.size_counts.insert((k as u32) << 9, n); // the running total so far
             }
         }
     }
@@ -473,7 +520,7 @@ impl<'a> Pass<'a> {
         latency: i64,
     ) -> Option<i128> {
         let c = self.cols;
-        let pos = c.seq.map_or(i as u64, |q| q[i]);
+        let pos = c.seq.map_or(self.base + i as u64, |q| q[i]);
         let acc = &mut self.t.accs[slot];
         let s = &mut acc.stats;
         let ts = c.ts_ns[i];
@@ -504,15 +551,6 @@ impl<'a> Pass<'a> {
         acc.last_index = pos;
         acc.last_end = end;
         jump
-    }
-
-    fn finish(self, blocks: Footprints) -> Summary {
-        let grid = self.grid.copied();
-        self.into_counts().finish(grid.as_ref(), blocks)
-    }
-
-    fn into_counts(self) -> Counts {
-        self.t.into_counts()
     }
 }
 
@@ -631,6 +669,7 @@ impl PartCounter {
             first_ts: whole.first_ts,
             last_ts: whole.last_ts,
             max_stream: whole.max_stream,
+            min_offset: 0, // only the footprint needs it, and parts count theirs elsewhere
             max_end: whole.max_end,
         };
         let capacity = if params.capacity > 0 {
@@ -661,6 +700,8 @@ impl PartCounter {
             cols,
             grid: self.grid.as_ref(),
             t,
+            base: 0,
+            prev_end: None,
         };
         pass.run();
         self.tally = Some(pass.t);
@@ -924,6 +965,31 @@ mod tests {
     }
 
     #[test]
+    fn pieces_count_as_the_whole() {
+        let (ts, st, op, off, sz) = hand_trace();
+        let lat: Vec<i64> = (0..10).map(|i| i * 1000 + 7).collect();
+        let piece = |i: usize, j: usize| TraceColumns {
+            ts_ns: &ts[i..j],
+            stream: &st[i..j],
+            op: &op[i..j],
+            offset: &off[i..j],
+            size: &sz[i..j],
+            latency_ns: Some(&lat[i..j]),
+            seq: None,
+            run_start: None,
+        };
+        let whole = characterize(&piece(0, 10), &params()).unwrap();
+        for cuts in [vec![0, 3, 7, 10], vec![0, 0, 5, 10, 10], (0..=10).collect()] {
+            let pieces: Vec<TraceColumns> = cuts.windows(2).map(|w| piece(w[0], w[1])).collect();
+            assert_eq!(
+                characterize_pieces(&pieces, &params()).unwrap(),
+                whole,
+                "{cuts:?}"
+            );
+        }
+    }
+
+    #[test]
     fn windows_hold_remainder_and_zeros() {
         // 0,1,2,3 s, 50 s, 100 s with 10 s windows: counts 4,0,0,0,0,1,0,0,0,1; rates
         // 0.4,0..,0.1,..,0.1: mean 0.06, mean square 0.018, std 0.12, cv 2.
@@ -1046,6 +1112,7 @@ mod bench {
     //! ranges' time on the same requests (bitmaps break even at ~4 words per request), 4 KiB block ids sort_unstable + dedup ~1.3 s, block-id
     //! hash set ~3.5 s (requests average 30 KiB, so ids are ~3.5x the requests).
     use super::*;
+    use crate::stats::footprint::footprints;
     use std::time::Instant;
 
     fn synthetic(n: usize, streams: u32) -> super::tests::Owned {

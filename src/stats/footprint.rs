@@ -53,12 +53,26 @@ pub fn footprints(
     max_end: u64,
 ) -> Footprints {
     let min_offset = offset.iter().copied().min().unwrap_or(0);
+    footprints_of(&[(stream, offset, size)], max_stream, min_offset, max_end)
+}
+
+/// One piece of a trace's (stream, offset, size) columns.
+pub type Piece<'a> = (&'a [u32], &'a [u64], &'a [u32]);
+
+/// The footprints of a trace given as consecutive pieces, with its smallest offset too.
+pub fn footprints_of(
+    pieces: &[Piece],
+    max_stream: u32,
+    min_offset: u64,
+    max_end: u64,
+) -> Footprints {
     let window = BitmapWindow::new(min_offset, max_end);
-    let streams = distinct_streams(stream, max_stream);
-    if window.fits(streams, stream.len()) {
-        by_bitmap(stream, offset, size, max_stream, window, streams)
+    let streams = distinct_streams(pieces, max_stream);
+    let requests = pieces.iter().map(|p| p.0.len()).sum();
+    if window.fits(streams, requests) {
+        by_bitmap(pieces, max_stream, window, streams)
     } else {
-        by_ranges(stream, offset, size, max_stream, max_end)
+        by_ranges(pieces, max_stream, max_end)
     }
 }
 
@@ -93,10 +107,12 @@ impl Streams {
     }
 }
 
-fn distinct_streams(stream: &[u32], max_stream: u32) -> usize {
+fn distinct_streams(pieces: &[Piece], max_stream: u32) -> usize {
     let mut streams = Streams::new(max_stream);
-    for &id in stream {
-        streams.slot(id);
+    for &(stream, _, _) in pieces {
+        for &id in stream {
+            streams.slot(id);
+        }
     }
     streams.counts.len()
 }
@@ -130,28 +146,28 @@ impl BitmapWindow {
 /// is their union. Requests are first grouped by bitmap region, so that setting their bits
 /// hits cache: in request order each one costs a cache and TLB miss, more than the grouping.
 fn by_bitmap(
-    stream: &[u32],
-    offset: &[u64],
-    size: &[u32],
+    pieces: &[Piece],
     max_stream: u32,
     window: BitmapWindow,
     stream_count: usize,
 ) -> Footprints {
     let words = window.words as usize;
     let mut streams = Streams::new(max_stream);
-    let mut spans = Vec::with_capacity(stream.len());
+    let mut spans = Vec::with_capacity(pieces.iter().map(|p| p.0.len()).sum());
     let mut regions = vec![0usize; ((words * stream_count) >> (REGION_SHIFT - 6)) + 1];
-    for i in 0..stream.len() {
-        let slot = streams.slot(stream[i]);
-        if size[i] == 0 {
-            continue;
+    for &(stream, offset, size) in pieces {
+        for i in 0..stream.len() {
+            let slot = streams.slot(stream[i]);
+            if size[i] == 0 {
+                continue;
+            }
+            let (first, end) = blocks(offset[i], size[i]);
+            streams.counts[slot].requested_512 += end - first;
+            // the streams' bitmaps lie back to back, so a bit index says both stream and block
+            let bit = (slot * words * 64) as u64 + first - window.base;
+            regions[(bit >> REGION_SHIFT) as usize] += 1;
+            spans.push(bit << 32 | (end - first));
         }
-        let (first, end) = blocks(offset[i], size[i]);
-        streams.counts[slot].requested_512 += end - first;
-        // the streams' bitmaps lie back to back, so a bit index says both stream and block
-        let bit = (slot * words * 64) as u64 + first - window.base;
-        regions[(bit >> REGION_SHIFT) as usize] += 1;
-        spans.push(bit << 32 | (end - first));
     }
     let mut bits = vec![0u64; words * stream_count];
     for span in group_by_region(&spans, regions) {
@@ -261,30 +277,32 @@ impl Ranges {
 }
 
 /// Footprints by sorting ranges; `max_end` sizes the packed keys.
-fn by_ranges(
-    stream: &[u32],
-    offset: &[u64],
-    size: &[u32],
-    max_stream: u32,
-    max_end: u64,
-) -> Footprints {
-    let n = stream.len();
-    let several = stream.iter().any(|&s| s != stream[0]);
+fn by_ranges(pieces: &[Piece], max_stream: u32, max_end: u64) -> Footprints {
+    let n = pieces.iter().map(|p| p.0.len()).sum();
+    let first_stream = pieces.iter().find_map(|p| p.0.first().copied());
+    let several = pieces
+        .iter()
+        .any(|p| p.0.iter().any(|&s| Some(s) != first_stream));
     let mut r = Ranges::new(max_end, n);
     if several {
         r.owners.reserve(n);
     }
     let mut streams = Streams::new(max_stream);
     let mut last: Vec<usize> = Vec::new(); // each slot's latest range
-    for i in 0..n {
-        let slot = streams.slot(stream[i]);
+    for (stream, offset, size) in pieces.iter().flat_map(|&(st, off, sz)| {
+        st.iter()
+            .zip(off)
+            .zip(sz)
+            .map(|((&st, &off), &sz)| (st, off, sz))
+    }) {
+        let slot = streams.slot(stream);
         if slot == last.len() {
             last.push(usize::MAX);
         }
-        if size[i] == 0 {
+        if size == 0 {
             continue;
         }
-        let (mut first, end) = blocks(offset[i], size[i]);
+        let (mut first, end) = blocks(offset, size);
         streams.counts[slot].requested_512 += end - first;
         let k = last[slot];
         if k != usize::MAX {
@@ -537,11 +555,21 @@ mod tests {
             .max()
             .unwrap_or(0);
         let window = BitmapWindow::new(min_offset, max_end);
-        let count = distinct_streams(stream, max_stream);
-        (
-            by_bitmap(stream, offset, size, max_stream, window, count),
-            by_ranges(stream, offset, size, max_stream, max_end),
-        )
+        let whole: [Piece; 1] = [(stream, offset, size)];
+        let count = distinct_streams(&whole, max_stream);
+        let both = (
+            by_bitmap(&whole, max_stream, window, count),
+            by_ranges(&whole, max_stream, max_end),
+        );
+        // the same requests cut into pieces (Parquet row groups) count the same
+        let (a, b) = (stream.len() / 3, stream.len() / 3 * 2);
+        let pieces: Vec<Piece> = [(0, a), (a, b), (b, stream.len())]
+            .iter()
+            .map(|&(i, j)| (&stream[i..j], &offset[i..j], &size[i..j]))
+            .collect();
+        assert_eq!(by_bitmap(&pieces, max_stream, window, count), both.0);
+        assert_eq!(by_ranges(&pieces, max_stream, max_end), both.1);
+        both
     }
 
     #[test]
