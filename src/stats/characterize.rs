@@ -25,6 +25,25 @@ pub struct TraceColumns<'a> {
     pub run_start: Option<&'a [u8]>,
 }
 
+impl<'a> TraceColumns<'a> {
+    /// The rows `r` of every column.
+    pub fn rows(&self, r: std::ops::Range<usize>) -> TraceColumns<'a> {
+        TraceColumns {
+            ts_ns: &self.ts_ns[r.clone()],
+            stream: &self.stream[r.clone()],
+            op: &self.op[r.clone()],
+            offset: &self.offset[r.clone()],
+            size: &self.size[r.clone()],
+            latency_ns: self.latency_ns.map(|l| &l[r.clone()]),
+            seq: self.seq.map(|q| &q[r.clone()]),
+            run_start: self.run_start.map(|q| &q[r.clone()]),
+        }
+    }
+}
+
+/// Below this many rows one thread scans the extent.
+const PARALLEL_ROWS: usize = 1 << 20;
+
 /// What the caller chooses.
 #[derive(Debug, Clone, Copy)]
 pub struct Params {
@@ -210,7 +229,47 @@ impl Extent {
         Extent::of_pieces(std::slice::from_ref(cols))
     }
 
+    /// Two threads scan halves of a large trace.
     fn of_pieces(pieces: &[TraceColumns]) -> Extent {
+        let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
+        let mut e = if rows < PARALLEL_ROWS {
+            Extent::scan(pieces)
+        } else {
+            Extent::scan_halves(pieces, rows)
+        };
+        if e.min_offset == u64::MAX {
+            e.min_offset = 0; // no requests
+        }
+        e
+    }
+
+    fn scan_halves(pieces: &[TraceColumns], rows: usize) -> Extent {
+        let (mut low, mut high) = (Vec::new(), Vec::new());
+        let mut seen = 0;
+        for cols in pieces {
+            let n = cols.ts_ns.len();
+            let cut = (rows / 2).saturating_sub(seen).min(n);
+            low.push(cols.rows(0..cut));
+            high.push(cols.rows(cut..n));
+            seen += n;
+        }
+        let (a, b) = std::thread::scope(|scope| {
+            let b = scope.spawn(|| Extent::scan(&high));
+            (
+                Extent::scan(&low),
+                b.join().expect("extent thread panicked"),
+            )
+        });
+        Extent {
+            first_ts: a.first_ts.min(b.first_ts),
+            last_ts: a.last_ts.max(b.last_ts),
+            max_stream: a.max_stream.max(b.max_stream),
+            min_offset: a.min_offset.min(b.min_offset),
+            max_end: a.max_end.max(b.max_end),
+        }
+    }
+
+    fn scan(pieces: &[TraceColumns]) -> Extent {
         let mut e = Extent {
             first_ts: i64::MAX,
             last_ts: i64::MIN,
@@ -229,9 +288,6 @@ impl Extent {
                 e.min_offset = e.min_offset.min(o);
                 e.max_end = e.max_end.max(o.saturating_add(s as u64));
             }
-        }
-        if e.min_offset == u64::MAX {
-            e.min_offset = 0; // no requests
         }
         e
     }
@@ -987,6 +1043,48 @@ mod tests {
                 "{cuts:?}"
             );
         }
+    }
+
+    #[test]
+    fn extent_halves_agree() {
+        let n = PARALLEL_ROWS + 12_345;
+        let ts: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % 1_000_003 - 5).collect();
+        let st: Vec<u32> = (0..n as u32).map(|i| (i * 31) % 977).collect();
+        let off: Vec<u64> = (0..n as u64).map(|i| (i * 104_729) % 999_983 + 3).collect();
+        let sz: Vec<u32> = (0..n as u32).map(|i| (i % 17) * 512).collect();
+        let op = vec![0u8; n];
+        let cols = TraceColumns {
+            ts_ns: &ts,
+            stream: &st,
+            op: &op,
+            offset: &off,
+            size: &sz,
+            latency_ns: None,
+            seq: None,
+            run_start: None,
+        };
+        let pieces = [
+            cols.rows(0..1000),
+            cols.rows(1000..n - 7),
+            cols.rows(n - 7..n),
+        ];
+        let serial = Extent::scan(&[cols]);
+        for e in [Extent::of(&cols), Extent::of_pieces(&pieces)] {
+            assert_eq!(
+                (e.first_ts, e.last_ts, e.max_stream, e.min_offset, e.max_end),
+                (
+                    serial.first_ts,
+                    serial.last_ts,
+                    serial.max_stream,
+                    serial.min_offset,
+                    serial.max_end
+                )
+            );
+        }
+        assert_eq!(
+            (serial.first_ts, serial.max_stream, serial.min_offset),
+            (-5, 976, 3)
+        );
     }
 
     #[test]

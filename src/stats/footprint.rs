@@ -170,15 +170,63 @@ fn by_bitmap(
         }
     }
     let mut bits = vec![0u64; words * stream_count];
-    for span in group_by_region(&spans, regions) {
-        let start = span >> 32;
-        set_bits(&mut bits, start, start + (span & 0xFFFF_FFFF));
+    let (split_region, first_half) = halfway(&regions);
+    let grouped = group_by_region(&spans, regions);
+    if grouped.len() < PARALLEL_SPANS {
+        set_spans(&mut bits, 0, &grouped);
+    } else {
+        // Two threads set the bits of the regions below and from `split_region`; a span
+        // that crosses the boundary is finished once both are done.
+        let split_bit = ((split_region as u64) << REGION_SHIFT).min(bits.len() as u64 * 64);
+        let (low, high) = bits.split_at_mut((split_bit / 64) as usize);
+        let (below, above) = grouped.split_at(first_half);
+        let crossing = std::thread::scope(|scope| {
+            let upper = scope.spawn(|| set_spans(high, split_bit, above));
+            let crossing = set_spans(low, 0, below);
+            upper.join().expect("bitmap thread panicked");
+            crossing
+        });
+        for (start, end) in crossing {
+            set_bits(&mut bits, start, end);
+        }
     }
     let total = count_bitmaps(&bits, words, &mut streams.counts);
     Footprints {
         total,
         streams: streams.counts,
     }
+}
+
+/// Below this many spans one thread sets all bits.
+const PARALLEL_SPANS: usize = 1 << 16;
+
+/// The region that splits the spans in two halves, and how many spans lie below it.
+fn halfway(regions: &[usize]) -> (usize, usize) {
+    let half = regions.iter().sum::<usize>() / 2;
+    let mut below = 0;
+    for (r, &count) in regions.iter().enumerate() {
+        if below >= half {
+            return (r, below);
+        }
+        below += count;
+    }
+    (regions.len(), below)
+}
+
+/// Sets the spans' bits in `map`, which holds the bits from `first_bit` on; returns the
+/// parts of spans that run past its end, as [start, end) bit ranges of the whole bitmap.
+fn set_spans(map: &mut [u64], first_bit: u64, spans: &[u64]) -> Vec<(u64, u64)> {
+    let limit = first_bit + map.len() as u64 * 64;
+    let mut beyond = Vec::new();
+    for &span in spans {
+        let start = span >> 32;
+        let end = start + (span & 0xFFFF_FFFF);
+        if end > limit {
+            beyond.push((limit, end));
+        }
+        set_bits(map, start - first_bit, end.min(limit) - first_bit);
+    }
+    beyond
 }
 
 /// Spans (`start bit << 32 | length`) in order of region, given each region's span count.
@@ -219,15 +267,51 @@ fn add_word(counts: &mut BlockCounts, word: u64) {
     counts.unique_4k += (any & 0x0101_0101_0101_0101).count_ones() as u64;
 }
 
-/// Counts each stream's bitmap (`words` words each, back to back) and their union.
+/// Counts each stream's bitmap (`words` words each, back to back) and their union; two
+/// threads count halves of the words when there are many.
 fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> BlockCounts {
     let mut total = BlockCounts {
         requested_512: streams.iter().map(|s| s.requested_512).sum(),
         ..BlockCounts::default()
     };
-    for j in 0..words {
+    let count = streams.len();
+    let mut add = |(union, per_stream): (BlockCounts, Vec<BlockCounts>)| {
+        total.unique_512 += union.unique_512;
+        total.unique_4k += union.unique_4k;
+        for (counts, part) in streams.iter_mut().zip(per_stream) {
+            counts.unique_512 += part.unique_512;
+            counts.unique_4k += part.unique_4k;
+        }
+    };
+    if bits.len() < PARALLEL_WORDS {
+        add(count_words(bits, words, count, 0..words));
+    } else {
+        let (low, high) = std::thread::scope(|scope| {
+            let high = scope.spawn(|| count_words(bits, words, count, words / 2..words));
+            let low = count_words(bits, words, count, 0..words / 2);
+            (low, high.join().expect("bitmap thread panicked"))
+        });
+        add(low);
+        add(high);
+    }
+    total
+}
+
+/// Below this many bitmap words one thread counts them all.
+const PARALLEL_WORDS: usize = 1 << 20;
+
+/// The blocks of words `range` of every stream's bitmap: their union's and each stream's.
+fn count_words(
+    bits: &[u64],
+    words: usize,
+    streams: usize,
+    range: std::ops::Range<usize>,
+) -> (BlockCounts, Vec<BlockCounts>) {
+    let mut total = BlockCounts::default();
+    let mut per_stream = vec![BlockCounts::default(); streams];
+    for j in range {
         let mut union = 0;
-        for (slot, counts) in streams.iter_mut().enumerate() {
+        for (slot, counts) in per_stream.iter_mut().enumerate() {
             let word = bits[slot * words + j];
             if word != 0 {
                 union |= word;
@@ -236,7 +320,7 @@ fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> Blo
         }
         add_word(&mut total, union);
     }
-    total
+    (total, per_stream)
 }
 
 /// Block ranges in 512-byte blocks packed as `start << len_bits | length` (so sorting the keys
@@ -591,6 +675,38 @@ mod tests {
             assert_eq!(bitmap.streams.len(), streams as usize);
             assert!(bitmap.total.unique_4k > 0);
         }
+    }
+
+    #[test]
+    fn bitmap_threads_agree_with_ranges() {
+        // enough spans and words for two threads to set and count the bits
+        let (st, off, sz) = random_requests(11, 600_000, 8, 1, 0, 1 << 33);
+        assert!(BitmapWindow::new(0, 1 << 33).words * 8 >= PARALLEL_WORDS as u64);
+        let (bitmap, ranges) = by_both_methods(&st, &off, &sz);
+        assert_eq!(bitmap, ranges);
+    }
+
+    #[test]
+    fn spans_crossing_the_split_are_finished() {
+        // two regions' worth of bits, spans on both sides of the boundary and across it
+        let region = 1u64 << REGION_SHIFT;
+        let spans: Vec<u64> = [(5, 70), (region - 3, 10), (region - 64, 64), (region, 1)]
+            .iter()
+            .map(|&(start, len)| start << 32 | len)
+            .collect();
+        let mut serial = vec![0u64; (2 * region / 64) as usize];
+        assert!(set_spans(&mut serial, 0, &spans).is_empty());
+        let mut split = vec![0u64; serial.len()];
+        let (low, high) = split.split_at_mut((region / 64) as usize);
+        let crossing = set_spans(low, 0, &spans[..3]);
+        assert_eq!(crossing, vec![(region, region + 7)]);
+        assert!(set_spans(high, region, &spans[3..]).is_empty());
+        for (start, end) in crossing {
+            set_bits(&mut split, start, end);
+        }
+        assert_eq!(split, serial);
+        assert_eq!(halfway(&[3, 0, 1, 4]), (3, 4));
+        assert_eq!(halfway(&[0, 0]), (0, 0));
     }
 
     #[test]
