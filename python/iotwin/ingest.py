@@ -196,7 +196,8 @@ def ingest(
         if not check.ordered:
             df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)
             meta = _meta(src, fmt, scan, df.get_column("stream").unique().sort().to_list())
-            df.write_parquet(tmp, compression=COMPRESSION, metadata=meta.to_kv())
+            _write_sorted(df, tmp)
+            set_parquet_metadata(tmp, meta.to_kv())
         else:
             meta = _meta(src, fmt, scan, sorted(check.streams))
             set_parquet_metadata(tmp, meta.to_kv())
@@ -252,9 +253,6 @@ def ingest_dataset(
     result.info = {**result.info, "partitions": len(ds.partitions)}
     result.seconds = time.perf_counter() - started
     return result
-
-
-COMPRESSION = "lz4"  # fast to write and read; the trace stays smaller than its CSV
 
 
 @dataclass
@@ -337,6 +335,16 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
 
 
 ROW_GROUP = 1 << 20
+
+
+def _write_sorted(df: pl.DataFrame, path: Path) -> None:
+    """A trace sorted in memory, in the encodings of the streamed ones."""
+    table = df.to_arrow()
+    writer = _parquet_writer(path, table.schema)
+    try:
+        writer.write_table(table.cast(writer.schema), row_group_size=ROW_GROUP)
+    finally:
+        writer.close()
 
 
 def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
