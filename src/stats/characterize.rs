@@ -409,11 +409,10 @@ struct Acc {
 }
 
 impl Acc {
-    fn new(stream: u32, leaves: usize) -> Acc {
+    fn new(stream: u32) -> Acc {
         Acc {
             stats: StreamStats {
                 stream,
-                locality: vec![0; leaves],
                 ..StreamStats::default()
             },
             last_index: 0,
@@ -461,6 +460,16 @@ pub fn jump_bucket(jump: i128) -> usize {
     }
 }
 
+/// `jump_bucket(to - from)` without 128-bit arithmetic (the jump's magnitude fits 64 bits).
+fn jump_bucket_between(from: u64, to: u64) -> usize {
+    let k = (64 - to.abs_diff(from).leading_zeros()) as usize;
+    if to < from {
+        JUMP_ZERO - k
+    } else {
+        JUMP_ZERO + k
+    }
+}
+
 /// Size bucket: 0 for size 0, k for 2^(k-1) <= size < 2^k.
 pub fn size_bucket(size: u32) -> usize {
     (32 - size.leading_zeros()) as usize
@@ -486,6 +495,9 @@ struct Tally {
     ranges: Ranges,
     slots: Slots,
     accs: Vec<Acc>,
+    /// Requests per locality range of each stream: `leaves` counters per slot, one array
+    /// (a vector per stream cost a pointer chase per request).
+    locality: Vec<u64>,
     window_counts: Vec<u64>,
     /// Counts of sizes that are multiples of 512 below `SMALL_SIZES` * 512, by size / 512;
     /// other sizes go to `size_counts`.
@@ -538,8 +550,8 @@ impl<'a> Pass<'a> {
             let range = self.t.ranges.index(offset);
             let latency = c.latency_ns.map_or(0, |l| l[i]);
             let jump = self.record(slot, i, offset, end, starts_global_run, range, latency);
-            if let Some(j) = jump {
-                self.t.jump_log2[jump_bucket(j)] += 1;
+            if let Some(bucket) = jump {
+                self.t.jump_log2[bucket] += 1;
             }
             self.t.size_log2[size_bucket(size)] += 1;
             match (size as usize).checked_shr(9) {
@@ -558,12 +570,15 @@ impl<'a> Pass<'a> {
     fn slot(&mut self, stream: u32) -> usize {
         let slot = self.t.slots.get_or_insert(stream, self.t.accs.len());
         if slot == self.t.accs.len() {
-            self.t.accs.push(Acc::new(stream, self.t.leaves));
+            self.t.accs.push(Acc::new(stream));
+            let leaves = self.t.leaves;
+            self.t.locality.resize(self.t.locality.len() + leaves, 0);
         }
         slot
     }
 
-    /// Updates one stream's counters with request `i`; returns its jump, if it has a predecessor.
+    /// Updates one stream's counters with request `i`; returns its jump's bucket, if it has a
+    /// predecessor.
     #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
@@ -574,7 +589,7 @@ impl<'a> Pass<'a> {
         starts_global_run: bool,
         range: usize,
         latency: i64,
-    ) -> Option<i128> {
+    ) -> Option<usize> {
         let c = self.cols;
         let pos = c.seq.map_or(self.base + i as u64, |q| q[i]);
         let acc = &mut self.t.accs[slot];
@@ -594,7 +609,7 @@ impl<'a> Pass<'a> {
             s.forward += (offset > prev) as u64;
             s.detangled_runs += (offset != prev) as u64;
             s.relaxed_runs += (offset < prev || offset - prev > self.t.threshold) as u64;
-            Some(offset as i128 - prev as i128)
+            Some(jump_bucket_between(prev, offset))
         };
         s.requests += 1;
         s.last_ts = ts;
@@ -603,7 +618,7 @@ impl<'a> Pass<'a> {
         s.size_sum += (end - offset) as u128;
         s.latency_sum += latency as i128;
         s.global_runs += starts_global_run as u64;
-        s.locality[range] += 1;
+        self.t.locality[slot * self.t.leaves + range] += 1;
         acc.last_index = pos;
         acc.last_end = end;
         jump
@@ -620,6 +635,7 @@ impl Tally {
             ranges: Ranges::new(params.leaves, capacity),
             slots: Slots::new(extent.max_stream),
             accs: Vec::new(),
+            locality: Vec::new(),
             window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
             small_sizes: vec![0; SMALL_SIZES],
             size_counts: FxHashMap::default(),
@@ -635,7 +651,11 @@ impl Tally {
             streams: self
                 .accs
                 .into_iter()
-                .map(|a| (a.stats, a.windows))
+                .zip(self.locality.chunks_exact(self.leaves.max(1)))
+                .map(|(mut a, locality)| {
+                    a.stats.locality = locality.to_vec();
+                    (a.stats, a.windows)
+                })
                 .collect(),
             window_counts: self.window_counts,
             size_counts: self.size_counts,
@@ -1143,6 +1163,19 @@ mod tests {
                     r.index(off) as u128,
                     want,
                     "leaves {leaves} capacity {capacity} offset {off}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn jump_buckets_between_offsets() {
+        let offsets = [0, 1, 2, 3, 511, 512, 1 << 40, u64::MAX - 1, u64::MAX];
+        for &a in &offsets {
+            for &b in &offsets {
+                assert_eq!(
+                    jump_bucket_between(a, b),
+                    jump_bucket(b as i128 - a as i128)
                 );
             }
         }
