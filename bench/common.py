@@ -33,7 +33,9 @@ def machine() -> str:
 
 
 def run_step(code: str, repeat: int = 1, setup: str = "") -> dict:
-    """Runs `code` in a fresh Python process `repeat` times; best wall time and its peak RSS.
+    """Runs `code` in a fresh Python process `repeat` times; best wall time, with that run's
+    peak RSS and CPU time (user + system, all threads: on a shared machine it says more
+    than the wall time).
 
     Each run is a new process, so peak RSS is that step's own (ru_maxrss of the child), and
     no step profits from another's warm caches inside the interpreter. `setup` (imports) runs
@@ -42,11 +44,13 @@ def run_step(code: str, repeat: int = 1, setup: str = "") -> dict:
     runner = (
         "import time, resource, json\n"
         f"{setup}\n"
+        "cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])\n"
         "t0 = time.perf_counter()\n"
         f"{code}\n"
         "dt = time.perf_counter() - t0\n"
-        "print(json.dumps({'seconds': dt, 'peak_rss_mib': "
-        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))\n"
+        "use = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "print(json.dumps({'seconds': dt, 'peak_rss_mib': use.ru_maxrss / 1024, "
+        "'cpu_seconds': use.ru_utime + use.ru_stime - cpu0}))\n"
     )
     best: dict | None = None
     for _ in range(repeat):

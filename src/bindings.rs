@@ -4,7 +4,9 @@
 //! `numpy.frombuffer`) and come in through the buffer protocol, so the core needs no numpy crate.
 
 use crate::columns::{Columns, ParseError, Parsed};
-use crate::stats::characterize::{characterize, Params, StreamStats, Summary, TraceColumns};
+use crate::stats::characterize::{
+    characterize, characterize_pieces, Params, StreamStats, Summary, TraceColumns,
+};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -418,6 +420,64 @@ fn characterize_columns<'py>(
     };
     let summary = py
         .detach(|| characterize(&cols, &params))
+        .map_err(PyValueError::new_err)?;
+    summary_to_py(py, &summary)
+}
+
+/// Characterizes canonical columns given as lists of chunks (a Parquet trace's row groups:
+/// chunk i of every column holds the same rows), without joining them; otherwise as
+/// `characterize_columns`.
+#[pyfunction]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, leaves, capacity, window_ns, relaxed_threshold))]
+#[allow(clippy::too_many_arguments)]
+fn characterize_chunks<'py>(
+    py: Python<'py>,
+    ts_ns: Vec<Bound<'py, PyAny>>,
+    stream: Vec<Bound<'py, PyAny>>,
+    op: Vec<Bound<'py, PyAny>>,
+    offset: Vec<Bound<'py, PyAny>>,
+    size: Vec<Bound<'py, PyAny>>,
+    latency_ns: Option<Vec<Bound<'py, PyAny>>>,
+    leaves: u64,
+    capacity: u64,
+    window_ns: i64,
+    relaxed_threshold: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let n = ts_ns.len();
+    let counts = [stream.len(), op.len(), offset.len(), size.len()];
+    if counts
+        .iter()
+        .chain(latency_ns.as_ref().map(Vec::len).as_ref())
+        .any(|&c| c != n)
+    {
+        return Err(PyValueError::new_err(
+            "every column needs the same number of chunks",
+        ));
+    }
+    let mut bufs = Vec::with_capacity(n);
+    for i in 0..n {
+        bufs.push(CanonicalBuffers::get(
+            &ts_ns[i], &stream[i], &op[i], &offset[i], &size[i],
+        )?);
+    }
+    let latency: Vec<PyBuffer<i64>> = latency_ns
+        .iter()
+        .flatten()
+        .map(PyBuffer::<i64>::get)
+        .collect::<PyResult<_>>()?;
+    let pieces = bufs
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.trace_columns(latency.get(i)))
+        .collect::<PyResult<Vec<TraceColumns>>>()?;
+    let params = Params {
+        leaves,
+        capacity,
+        window_ns,
+        relaxed_threshold,
+    };
+    let summary = py
+        .detach(|| characterize_pieces(&pieces, &params))
         .map_err(PyValueError::new_err)?;
     summary_to_py(py, &summary)
 }
@@ -1143,6 +1203,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect_strace, m)?)?;
     m.add_class::<StraceParser>()?;
     m.add_function(wrap_pyfunction!(characterize_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(characterize_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(fit_model, m)?)?;
     m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;
     m.add_function(wrap_pyfunction!(synth_model, m)?)?;

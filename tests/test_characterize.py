@@ -338,3 +338,25 @@ def test_cli_bad_option_is_one_line(tmp_path: Path) -> None:
         )
         assert proc.returncode == 2
         assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
+
+
+def test_row_groups_count_as_one_column(traces: Path, tmp_path: Path) -> None:
+    """A Parquet trace's row groups are characterized chunk by chunk, without joining them
+    first; the figures are those of the trace in one piece, also with chunks that differ
+    between columns."""
+    whole = iotwin.load_trace(traces / "msr_hm0_excerpt.csv")
+    path = tmp_path / "groups.parquet"
+    whole.df.write_parquet(path, row_group_size=97, metadata=whole.meta.to_kv())
+    grouped = iotwin.load_trace(path)
+    assert grouped._df.get_column("offset").n_chunks() > 3  # still the row groups
+    expected = iotwin.characterize(whole)
+    assert iotwin.characterize(grouped) == expected
+    assert grouped._chunked  # characterize did not join the chunks
+    assert grouped.df.get_column("offset").n_chunks() == 1  # the first use of df does
+    flat = whole.df.rechunk()
+    mixed = pl.concat([flat.head(400), flat.slice(400)], rechunk=False).with_columns(
+        flat.get_column("size")
+    )
+    assert mixed.get_column("offset").n_chunks() == 2
+    assert mixed.get_column("size").n_chunks() == 1
+    assert iotwin.characterize(iotwin.Trace(mixed, whole.meta)) == expected

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 
 import iotwin
@@ -41,6 +42,10 @@ def test_ingest_round_trip(traces: Path, tmp_path: Path) -> None:
     assert again.meta.format == "msr" and again.meta.streams == {0: "hm_0"}
     assert again.df.equals(iotwin.load_trace(traces / "msr_hm0_excerpt.csv").df)
     assert list(tmp_path.iterdir()) == [out]  # no temporary file left behind
+    # standard Parquet that pyarrow reads too; every column but latency required
+    table = pq.read_table(out)
+    assert pl.from_arrow(table).equals(again.df)
+    assert [f.name for f in table.schema if f.nullable] == ["latency_ns"]
 
 
 BAD = (
@@ -74,3 +79,26 @@ def test_skip_bad_counts_and_reports(tmp_path: Path) -> None:
     df = pl.read_parquet(tmp_path / "out.parquet")
     assert df["size"].to_list() == [2048, 512, 4096]
     assert iotwin.load_trace(tmp_path / "out.parquet").meta.skipped == 2
+
+
+def test_ingest_sorts_out_of_order_records(tmp_path: Path) -> None:
+    """Records out of time order are sorted stably, times counted from the earliest; the
+    file has the streamed files' encodings (required columns, times delta-encoded)."""
+    src = tmp_path / "late.csv"
+    src.write_text(
+        "128166385295514663,hm,0,Write,4096,512,10\n"
+        "128166385295514600,hm,1,Read,8192,1024,20\n"  # 63 ticks before the first line
+        "128166385295514663,hm,0,Read,0,4096,30\n"  # the first line's time: stays after it
+    )
+    out = tmp_path / "late.parquet"
+    result = iotwin.ingest(src, out, "msr")
+    assert (result.requests, result.streams) == (3, 2)
+    df = pl.read_parquet(out)
+    assert df["ts_ns"].to_list() == [0, 6300, 6300]
+    assert df["offset"].to_list() == [8192, 4096, 0]
+    assert df["latency_ns"].to_list() == [2000, 1000, 3000]
+    schema = pq.read_schema(out)
+    assert [f.name for f in schema if f.nullable] == ["latency_ns"]
+    column = pq.ParquetFile(out).metadata.row_group(0).column(0)
+    assert "DELTA_BINARY_PACKED" in column.encodings
+    assert iotwin.load_trace(out).meta.streams == {0: "hm_0", 1: "hm_1"}

@@ -13,6 +13,7 @@ Usage: python bench/ingest/run.py [--records N] [--skip-large] [--write-results]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -87,14 +88,16 @@ def main() -> None:
     csv, parquet = DATA / f"msr_{n}.csv", DATA / f"msr_{n}.parquet"
     print(f"generating {n:,} MSR records ...", flush=True)
     make_msr_csv(csv, n)
+    load_before = os.getloadavg()
     times = {}
     for name, code in steps(csv, parquet).items():
         times[name] = run_step(code, repeat=3, setup=SETUP)
         print(
-            f"{name:22s} {times[name]['seconds']:7.2f} s  peak RSS "
-            f"{times[name]['peak_rss_mib']:7.0f} MiB",
+            f"{name:22s} {times[name]['seconds']:7.2f} s  CPU {times[name]['cpu_seconds']:6.2f} s"
+            f"  peak RSS {times[name]['peak_rss_mib']:7.0f} MiB",
             flush=True,
         )
+    load_after = os.getloadavg()
     ing, pol, pan = (
         times[k]["seconds"] for k in ("iotwin ingest", "polars read_csv", "pandas read_csv")
     )
@@ -122,12 +125,17 @@ def main() -> None:
             f"{big:,}: {rss_big['peak_rss_mib']:.0f} MiB ({rss_big['seconds']:.1f} s)"
         )
     table = "\n".join(
-        f"| {k} | {v['seconds']:.2f} s | {v['peak_rss_mib']:.0f} MiB |" for k, v in times.items()
+        f"| {k} | {v['seconds']:.2f} s | {v['cpu_seconds']:.2f} s | {v['peak_rss_mib']:.0f} MiB |"
+        for k, v in times.items()
     )
+    loads = " / ".join(", ".join(f"{x:.2f}" for x in load) for load in (load_before, load_after))
     body = (
         f"`python bench/ingest/run.py --records {n}` (MSR CSV, {n:,} records, "
-        f"{csv.stat().st_size / 2**20:.0f} MiB); best of 3, each step in a fresh process, imports before the clock starts.\n\n"
-        "| step | wall | peak RSS |\n|---|---|---|\n"
+        f"{csv.stat().st_size / 2**20:.0f} MiB; canonical Parquet "
+        f"{parquet.stat().st_size / 2**20:.0f} MiB); best of 3, each step in a fresh process, "
+        "imports before the clock starts; CPU is user + system time of that run. Load average "
+        f"(1, 5, 15 min) before / after the timed steps: {loads}.\n\n"
+        "| step | wall | CPU | peak RSS |\n|---|---|---|---|\n"
         + table
         + "\n\n| ratio | measured | goal |\n|---|---|---|\n"
         + "\n".join(rows)

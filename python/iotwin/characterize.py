@@ -1,6 +1,6 @@
 """Per-stream characterization of a trace (seed 000 Tables II-III, seed 003's metrics).
 
-The Rust core counts everything in one pass over the columns (`_core.characterize_columns`);
+The Rust core counts everything in one pass over the columns' chunks (`_core.characterize_chunks`);
 this module turns the counts into fractions and rates, classifies streams into the paper's
 types, and renders the result as tables or JSON. Definitions: design.md, "Definitions used
 everywhere".
@@ -74,15 +74,12 @@ def _leaves(levels: int, fanout: int) -> int:
 
 
 def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -> dict[str, Any]:
-    latency = trace.numpy("latency_ns", np.int64) if "latency_ns" in trace.df.columns else None
+    names = [*_COUNTED, *(["latency_ns"] if "latency_ns" in trace.columns else [])]
+    chunks = trace.column_chunks(names, [_DTYPES[name] for name in names])
     try:
-        return _core.characterize_columns(
-            trace.numpy("ts_ns", np.int64),
-            trace.numpy("stream", np.uint32),
-            trace.numpy("op", np.uint8),
-            trace.numpy("offset", np.uint64),
-            trace.numpy("size", np.uint32),
-            latency,
+        return _core.characterize_chunks(
+            *chunks[:5],
+            chunks[5] if len(chunks) > 5 else None,
             leaves,
             int(trace.meta.capacity or 0),
             max(1, round(window_s * _NS)),
@@ -90,6 +87,17 @@ def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -
         )
     except ValueError as exc:
         raise IotwinError(f"{trace.meta.source or 'trace'}: {exc}") from None
+
+
+_COUNTED = ("ts_ns", "stream", "op", "offset", "size")
+_DTYPES = {
+    "ts_ns": np.int64,
+    "stream": np.uint32,
+    "op": np.uint8,
+    "offset": np.uint64,
+    "size": np.uint32,
+    "latency_ns": np.int64,
+}
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -134,7 +142,7 @@ def _finalise(
     trace: Trace, c: dict[str, Any], levels: int, fanout: int, threshold: int
 ) -> dict[str, Any]:
     timed = bool(trace.meta.timed)
-    has_latency = "latency_ns" in trace.df.columns
+    has_latency = "latency_ns" in trace.columns
     total = c["total"]
     out = _metrics(total, timed)
     if has_latency and total["requests"]:

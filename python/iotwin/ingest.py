@@ -125,15 +125,22 @@ def _check_and_normalize(
     """Raises on malformed records; sorts stably when out of time order. Returns (df, changed)."""
     nulls = _required_nulls(df)
     if nulls:
-        located = fmt.locate_error(path, opts) if isinstance(fmt, DelimitedFormat) else None
-        if located is not None:
-            raise TraceFormatError(src, located.location, located.field, located.message)
-        raise IotwinError(f"{src}: {nulls} malformed field values (re-run with --skip-bad)")
+        _raise_malformed(nulls, fmt, path, opts, src)
     ts = df.get_column("ts_ns")
     if ts.is_sorted() and (ts.len() == 0 or ts[0] == 0):
         return df, False
     df = df.sort("ts_ns", maintain_order=True)
     return df.with_columns(pl.col("ts_ns") - pl.col("ts_ns").min()), True
+
+
+def _raise_malformed(
+    nulls: int, fmt: TraceFormat, path: Path, opts: ReadOptions, src: Path
+) -> None:
+    """Names the first malformed line when the format can, else counts the bad values."""
+    located = fmt.locate_error(path, opts) if isinstance(fmt, DelimitedFormat) else None
+    if located is not None:
+        raise TraceFormatError(src, located.location, located.field, located.message)
+    raise IotwinError(f"{src}: {nulls} malformed field values (re-run with --skip-bad)")
 
 
 def _check_latency_fields(fmt: TraceFormat, path: Path, opts: ReadOptions, src: Path) -> None:
@@ -184,10 +191,13 @@ def ingest(
                 scan.finish()
         if check.unknown_latencies and not opts.skip_bad:
             _check_latency_fields(fmt, path, opts, src)
-        if check.nulls or not check.ordered:
+        if check.nulls:  # the writer stopped at the first malformed row group
+            _raise_malformed(check.nulls, fmt, path, opts, src)
+        if not check.ordered:
             df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)
             meta = _meta(src, fmt, scan, df.get_column("stream").unique().sort().to_list())
-            df.write_parquet(tmp, compression=COMPRESSION, metadata=meta.to_kv())
+            _write_sorted(df, tmp)
+            set_parquet_metadata(tmp, meta.to_kv())
         else:
             meta = _meta(src, fmt, scan, sorted(check.streams))
             set_parquet_metadata(tmp, meta.to_kv())
@@ -245,9 +255,6 @@ def ingest_dataset(
     return result
 
 
-COMPRESSION = "lz4"  # fast to write and read; the trace stays smaller than its CSV
-
-
 @dataclass
 class _BatchChecks:
     """What the writer learns from the batches as they pass."""
@@ -259,53 +266,67 @@ class _BatchChecks:
     last_ts: int = 0
     streams: set[int] = field(default_factory=set)
 
-    def update(self, batch: pl.DataFrame) -> None:
-        if batch.height == 0:
+    def update(self, group: pl.DataFrame) -> None:
+        """Checks one row group (about ROW_GROUP rows: per polars batch, the fixed cost of
+        each check was most of its time)."""
+        if group.height == 0:
             return
-        self.requests += batch.height
-        self.nulls += _required_nulls(batch)
-        if "latency_ns" in batch.columns:
-            self.unknown_latencies += batch.get_column("latency_ns").null_count()
-        ts = batch.get_column("ts_ns")
+        self.requests += group.height
+        columns = {c.name: c for c in group.get_columns()}
+        self.nulls += sum(c.null_count() for name, c in columns.items() if name != "latency_ns")
+        if "latency_ns" in columns:
+            self.unknown_latencies += columns["latency_ns"].null_count()
+        ts = columns["ts_ns"]
         first, last = ts[0], ts[-1]
         if self.ordered and (first is None or first < self.last_ts or not ts.is_sorted()):
             self.ordered = False
         if last is not None:
             self.last_ts = last
-        self.streams.update(batch.get_column("stream").unique().drop_nulls().to_list())
+        stream = columns["stream"]
+        if stream.null_count() < group.height:
+            low, high = stream.min(), stream.max()
+            if low == high:  # most row groups of a single-stream trace
+                self.streams.add(low)
+            else:
+                self.streams.update(stream.unique().drop_nulls().to_list())
 
 
 def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
     """Streams the frame's batches into Parquet at `path`, checking each batch on the way.
 
     A helper thread keeps polars producing batches while row groups are encoded; batches
-    are gathered into row groups of ROW_GROUP rows (polars' batches are small).
+    are gathered into row groups of about ROW_GROUP rows (polars' batches are small), and
+    checked a row group at a time. At the first row group with a malformed value writing
+    stops (ingest then fails), and the rest of the file is only checked.
     """
-    import pyarrow as pa  # here, not at module level: `import iotwin` stays ~45 ms lighter
 
     checks = _BatchChecks()
     writer: pq.ParquetWriter | None = None
-    pending: list[pa.Table] = []
+    pending: list[pl.DataFrame] = []
     rows = 0
 
     def flush() -> None:
         nonlocal writer, pending, rows
-        table = pa.concat_tables(pending)
+        group = pl.concat(pending, rechunk=False)
+        pending, rows = [], 0
+        checks.update(group)
+        if checks.nulls:  # ingest fails naming the bad line; the rest is only counted
+            return
+        table = group.to_arrow()
         if writer is None:
             writer = _parquet_writer(path, table.schema)
-        writer.write_table(table, row_group_size=ROW_GROUP)
-        pending, rows = [], 0
+        # one row group per flush, its columns marked required (no definition levels)
+        writer.write_table(table.cast(writer.schema), row_group_size=table.num_rows)
 
     try:
         for batch in _prefetched(frame.collect_batches()):
-            checks.update(batch)
-            pending.append(batch.to_arrow())
+            pending.append(batch)
             rows += batch.height
             if rows >= ROW_GROUP:
                 flush()
         if pending:
             flush()
-        if writer is None:  # an empty trace is still a valid canonical file
+        if writer is None and not checks.nulls:  # an empty trace is still a canonical file
             pl.DataFrame(schema=frame.collect_schema()).write_parquet(path)
     finally:
         if writer is not None:
@@ -316,22 +337,41 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
 ROW_GROUP = 1 << 20
 
 
+def _write_sorted(df: pl.DataFrame, path: Path) -> None:
+    """A trace sorted in memory, in the encodings of the streamed ones."""
+    table = df.to_arrow()
+    writer = _parquet_writer(path, table.schema)
+    try:
+        writer.write_table(table.cast(writer.schema), row_group_size=ROW_GROUP)
+    finally:
+        writer.close()
+
+
 def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-    """Cheap encodings that still shrink traces: times delta-encoded (they only grow), the
-    small columns LZ4-compressed; offsets and latencies are left as they are, as LZ4 costs
-    more time on them than it saves space (measured in bench/ingest)."""
+    """The cheapest encodings to write and read that still shrink traces where it is nearly
+    free: times delta-encoded (they only grow: 8 bytes to ~2), every other column plain and
+    uncompressed. Compressing stream, op and size with LZ4 made the 10M-request bench trace
+    213 instead of 292 MiB but cost ingest ~0.1 s of CPU time (and readers LZ4 decoding);
+    columns that every request has are marked required, which spares writing and reading
+    definition levels (~0.08 s). Measured in bench/ingest; see docs/formats.md."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    names = schema.names
-    compression = {c: ("lz4" if c in ("stream", "op", "size", "file") else "none") for c in names}
+    required = pa.schema(
+        [f.with_nullable(f.name in OPTIONAL_NULLABLE) for f in schema], metadata=schema.metadata
+    )
     return pq.ParquetWriter(
         path,
-        schema,
-        compression=compression,
+        required,
+        compression="none",
         use_dictionary=False,
         column_encoding={"ts_ns": "DELTA_BINARY_PACKED"},
         write_statistics=["ts_ns", "stream"],
     )
+
+
+# Columns a request may lack (an unknown latency); every other canonical column is required.
+OPTIONAL_NULLABLE = ("latency_ns",)
 
 
 def _prefetched(batches: Iterator[pl.DataFrame], depth: int = 64) -> Iterator[pl.DataFrame]:

@@ -60,18 +60,41 @@ class TraceMeta:
 
 @dataclass
 class Trace:
-    """A canonical trace in memory: time-sorted requests and their metadata."""
+    """A canonical trace in memory: time-sorted requests and their metadata.
+
+    A trace read from Parquet holds one chunk per row group until `df` is first used, then
+    its columns are made contiguous (once, in parallel), so that every later to_numpy is
+    free; `column_chunks` reads the chunks as they are, for a pass that needs no copy.
+    """
 
     df: pl.DataFrame
     meta: TraceMeta
+    _chunked = False  # `df` still holds Parquet row groups as chunks (not a field)
 
     def __len__(self) -> int:
-        return self.df.height
+        return self._df.height
+
+    @property
+    def columns(self) -> list[str]:
+        return self._df.columns
 
     def numpy(self, name: str, dtype: type) -> np.ndarray:
         """A contiguous numpy array of a column for the Rust core (no copy when the column
         is one chunk of that dtype)."""
         return np.ascontiguousarray(self.df.get_column(name).to_numpy(), dtype=dtype)
+
+    def column_chunks(self, names: list[str], dtypes: list[type]) -> list[list[np.ndarray]]:
+        """Each named column as a list of numpy arrays, chunk i of every column holding the
+        same rows; without a copy when the columns are chunked alike (row groups)."""
+        columns = [self._df.get_column(name) for name in names]
+        lengths = [[len(c) for c in col.get_chunks()] for col in columns]
+        # nulls make to_numpy convert, which chunks must not change: those go contiguous
+        if any(lens != lengths[0] for lens in lengths) or any(c.has_nulls() for c in columns):
+            columns = [self.df.get_column(name).rechunk() for name in names]
+        return [
+            [np.ascontiguousarray(chunk.to_numpy(), dtype=dtype) for chunk in col.get_chunks()]
+            for col, dtype in zip(columns, dtypes, strict=True)
+        ]
 
     @property
     def capacity(self) -> int:
@@ -103,6 +126,20 @@ def coarse_clock_ns(ts: np.ndarray) -> int | None:
     return tick
 
 
+def _get_df(trace: Trace) -> pl.DataFrame:
+    if trace._chunked:
+        trace._df, trace._chunked = trace._df.rechunk(), False
+    return trace._df
+
+
+def _set_df(trace: Trace, df: pl.DataFrame) -> None:
+    trace._df, trace._chunked = df, False
+
+
+# Set after @dataclass made the field (a property in the class body would be its default).
+Trace.df = property(_get_df, _set_df)  # type: ignore[assignment]
+
+
 def is_canonical_parquet(path: str | Path) -> bool:
     """True for a Parquet file written by iotwin (it has the iotwin.version key)."""
     try:
@@ -122,13 +159,16 @@ def read_meta(path: str | Path) -> TraceMeta:
 def read_parquet_trace(path: str | Path) -> Trace:
     """A canonical Parquet trace, checked for the canonical columns."""
     path = Path(path)
-    # One chunk per row group would make every later to_numpy copy its column; a parallel
-    # rechunk here costs a fraction of those copies and leaves the columns zero-copy.
-    df = pl.read_parquet(path).rechunk()
+    df = pl.read_parquet(path)
     missing = [c for c in CANONICAL_SCHEMA if c not in df.columns]
     if missing:
         raise IotwinError(f"{path}: not a canonical iotwin trace (missing columns {missing})")
-    return Trace(df, read_meta(path))
+    trace = Trace(df, read_meta(path))
+    # One chunk per row group would make every later to_numpy copy its column; a parallel
+    # rechunk when `df` is first used costs a fraction of those copies, and passes that
+    # read the chunks (characterize) skip it.
+    trace._chunked = True
+    return trace
 
 
 def canonical_order(columns: list[str]) -> list[str]:

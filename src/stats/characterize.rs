@@ -5,7 +5,7 @@
 //! (Python). Every per-stream counter is kept once per stream and the whole-trace figures are
 //! sums over streams, so each record touches one accumulator.
 
-use super::footprint::{footprints, Footprints};
+use super::footprint::{footprints_of, Footprints, Piece};
 use rustc_hash::FxHashMap;
 
 /// Borrowed canonical columns, all of the same length.
@@ -24,6 +24,25 @@ pub struct TraceColumns<'a> {
     /// request before it), when these columns are a part of it.
     pub run_start: Option<&'a [u8]>,
 }
+
+impl<'a> TraceColumns<'a> {
+    /// The rows `r` of every column.
+    pub fn rows(&self, r: std::ops::Range<usize>) -> TraceColumns<'a> {
+        TraceColumns {
+            ts_ns: &self.ts_ns[r.clone()],
+            stream: &self.stream[r.clone()],
+            op: &self.op[r.clone()],
+            offset: &self.offset[r.clone()],
+            size: &self.size[r.clone()],
+            latency_ns: self.latency_ns.map(|l| &l[r.clone()]),
+            seq: self.seq.map(|q| &q[r.clone()]),
+            run_start: self.run_start.map(|q| &q[r.clone()]),
+        }
+    }
+}
+
+/// Below this many rows one thread scans the extent.
+const PARALLEL_ROWS: usize = 1 << 20;
 
 /// What the caller chooses.
 #[derive(Debug, Clone, Copy)]
@@ -113,33 +132,60 @@ pub struct Summary {
 
 /// Characterizes a trace; errors on mismatched columns or an unusable window.
 pub fn characterize(cols: &TraceColumns, params: &Params) -> Result<Summary, String> {
-    check_lengths(cols)?;
+    characterize_pieces(std::slice::from_ref(cols), params)
+}
+
+/// Characterizes a trace given as consecutive pieces (the chunks of its columns, as Parquet
+/// row groups arrive): the same counts as for the concatenated columns, without copying
+/// them into one.
+pub fn characterize_pieces(pieces: &[TraceColumns], params: &Params) -> Result<Summary, String> {
+    for cols in pieces {
+        check_lengths(cols)?;
+        if cols.seq.is_some() || cols.run_start.is_some() {
+            return Err("a whole trace's pieces have no row numbers or run starts".into());
+        }
+    }
     if params.leaves == 0 {
         return Err("spatial locality needs at least one range".into());
     }
-    let extent = Extent::of(cols);
+    let extent = Extent::of_pieces(pieces);
     let capacity = if params.capacity > 0 {
         params.capacity
     } else {
         extent.max_end
     };
     let grid = WindowGrid::new(extent.span(), params.window_ns)?;
+    let columns: Vec<Piece> = pieces
+        .iter()
+        .map(|c| (c.stream, c.offset, c.size))
+        .collect();
     // The footprint needs a sort; it runs on a second thread while this one makes the pass.
-    let (pass, blocks) = std::thread::scope(|scope| {
+    let (tally, blocks) = std::thread::scope(|scope| {
         let blocks = scope.spawn(|| {
-            footprints(
-                cols.stream,
-                cols.offset,
-                cols.size,
+            footprints_of(
+                &columns,
                 extent.max_stream,
+                extent.min_offset,
                 extent.max_end,
             )
         });
-        let mut pass = Pass::new(cols, params, capacity, &extent, grid.as_ref());
-        pass.run();
-        (pass, blocks.join().expect("footprint thread panicked"))
+        let mut tally = Tally::new(params, capacity, &extent, grid.as_ref());
+        let (mut base, mut prev_end) = (0, None);
+        for cols in pieces {
+            let mut pass = Pass {
+                cols,
+                grid: grid.as_ref(),
+                t: tally,
+                base,
+                prev_end,
+            };
+            pass.run();
+            (tally, prev_end) = (pass.t, pass.prev_end);
+            base += cols.ts_ns.len() as u64;
+        }
+        (tally, blocks.join().expect("footprint thread panicked"))
     });
-    Ok(pass.finish(blocks))
+    Ok(tally.into_counts().finish(grid.as_ref(), blocks))
 }
 
 fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
@@ -167,34 +213,83 @@ fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
     Ok(())
 }
 
-/// What a cheap first pass learns: time range, largest stream id, largest end offset.
+/// What a cheap first pass learns: time range, largest stream id, smallest offset and
+/// largest end offset.
 struct Extent {
     first_ts: i64,
     last_ts: i64,
     max_stream: u32,
+    min_offset: u64,
     max_end: u64,
 }
 
 impl Extent {
+    #[cfg(test)]
     fn of(cols: &TraceColumns) -> Extent {
-        let (first_ts, last_ts) = cols
-            .ts_ns
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-        let max_stream = cols.stream.iter().copied().max().unwrap_or(0);
-        let max_end = cols
-            .offset
-            .iter()
-            .zip(cols.size)
-            .map(|(&o, &s)| o.saturating_add(s as u64))
-            .max()
-            .unwrap_or(0);
-        Extent {
-            first_ts,
-            last_ts,
-            max_stream,
-            max_end,
+        Extent::of_pieces(std::slice::from_ref(cols))
+    }
+
+    /// Two threads scan halves of a large trace.
+    fn of_pieces(pieces: &[TraceColumns]) -> Extent {
+        let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
+        let mut e = if rows < PARALLEL_ROWS {
+            Extent::scan(pieces)
+        } else {
+            Extent::scan_halves(pieces, rows)
+        };
+        if e.min_offset == u64::MAX {
+            e.min_offset = 0; // no requests
         }
+        e
+    }
+
+    fn scan_halves(pieces: &[TraceColumns], rows: usize) -> Extent {
+        let (mut low, mut high) = (Vec::new(), Vec::new());
+        let mut seen = 0;
+        for cols in pieces {
+            let n = cols.ts_ns.len();
+            let cut = (rows / 2).saturating_sub(seen).min(n);
+            low.push(cols.rows(0..cut));
+            high.push(cols.rows(cut..n));
+            seen += n;
+        }
+        let (a, b) = std::thread::scope(|scope| {
+            let b = scope.spawn(|| Extent::scan(&high));
+            (
+                Extent::scan(&low),
+                b.join().expect("extent thread panicked"),
+            )
+        });
+        Extent {
+            first_ts: a.first_ts.min(b.first_ts),
+            last_ts: a.last_ts.max(b.last_ts),
+            max_stream: a.max_stream.max(b.max_stream),
+            min_offset: a.min_offset.min(b.min_offset),
+            max_end: a.max_end.max(b.max_end),
+        }
+    }
+
+    fn scan(pieces: &[TraceColumns]) -> Extent {
+        let mut e = Extent {
+            first_ts: i64::MAX,
+            last_ts: i64::MIN,
+            max_stream: 0,
+            min_offset: u64::MAX,
+            max_end: 0,
+        };
+        for cols in pieces {
+            for &t in cols.ts_ns {
+                (e.first_ts, e.last_ts) = (e.first_ts.min(t), e.last_ts.max(t));
+            }
+            e.max_stream = e
+                .max_stream
+                .max(cols.stream.iter().copied().max().unwrap_or(0));
+            for (&o, &s) in cols.offset.iter().zip(cols.size) {
+                e.min_offset = e.min_offset.min(o);
+                e.max_end = e.max_end.max(o.saturating_add(s as u64));
+            }
+        }
+        e
     }
 
     fn span(&self) -> u64 {
@@ -314,11 +409,10 @@ struct Acc {
 }
 
 impl Acc {
-    fn new(stream: u32, leaves: usize) -> Acc {
+    fn new(stream: u32) -> Acc {
         Acc {
             stats: StreamStats {
                 stream,
-                locality: vec![0; leaves],
                 ..StreamStats::default()
             },
             last_index: 0,
@@ -366,6 +460,16 @@ pub fn jump_bucket(jump: i128) -> usize {
     }
 }
 
+/// `jump_bucket(to - from)` without 128-bit arithmetic (the jump's magnitude fits 64 bits).
+fn jump_bucket_between(from: u64, to: u64) -> usize {
+    let k = (64 - to.abs_diff(from).leading_zeros()) as usize;
+    if to < from {
+        JUMP_ZERO - k
+    } else {
+        JUMP_ZERO + k
+    }
+}
+
 /// Size bucket: 0 for size 0, k for 2^(k-1) <= size < 2^k.
 pub fn size_bucket(size: u32) -> usize {
     (32 - size.leading_zeros()) as usize
@@ -375,6 +479,10 @@ struct Pass<'a> {
     cols: &'a TraceColumns<'a>,
     grid: Option<&'a WindowGrid>,
     t: Tally,
+    /// The row of the first of `cols` in the whole trace, and the end of the request before
+    /// it (when `cols` is not a whole trace's first piece).
+    base: u64,
+    prev_end: Option<u64>,
 }
 
 /// A pass's counters, apart from the columns it reads: a stream's parts carry them from one
@@ -387,6 +495,9 @@ struct Tally {
     ranges: Ranges,
     slots: Slots,
     accs: Vec<Acc>,
+    /// Requests per locality range of each stream: `leaves` counters per slot, one array
+    /// (a vector per stream cost a pointer chase per request).
+    locality: Vec<u64>,
     window_counts: Vec<u64>,
     /// Counts of sizes that are multiples of 512 below `SMALL_SIZES` * 512, by size / 512;
     /// other sizes go to `size_counts`.
@@ -397,6 +508,7 @@ struct Tally {
 }
 
 impl<'a> Pass<'a> {
+    #[cfg(test)]
     fn new(
         cols: &'a TraceColumns<'a>,
         params: &Params,
@@ -408,12 +520,14 @@ impl<'a> Pass<'a> {
             cols,
             grid,
             t: Tally::new(params, capacity, extent, grid),
+            base: 0,
+            prev_end: None,
         }
     }
 
     fn run(&mut self) {
         let c = self.cols;
-        let mut prev_end: Option<u64> = None;
+        let mut prev_end = self.prev_end;
         let (mut win, mut win_lo, mut win_hi) = (0u64, 0u64, 0u64);
         for i in 0..c.ts_ns.len() {
             let (offset, size) = (c.offset[i], c.size[i]);
@@ -436,8 +550,8 @@ impl<'a> Pass<'a> {
             let range = self.t.ranges.index(offset);
             let latency = c.latency_ns.map_or(0, |l| l[i]);
             let jump = self.record(slot, i, offset, end, starts_global_run, range, latency);
-            if let Some(j) = jump {
-                self.t.jump_log2[jump_bucket(j)] += 1;
+            if let Some(bucket) = jump {
+                self.t.jump_log2[bucket] += 1;
             }
             self.t.size_log2[size_bucket(size)] += 1;
             match (size as usize).checked_shr(9) {
@@ -445,9 +559,10 @@ impl<'a> Pass<'a> {
                 _ => *self.t.size_counts.entry(size).or_insert(0) += 1,
             }
         }
+        self.prev_end = prev_end;
         for (k, &n) in self.t.small_sizes.iter().enumerate() {
             if n > 0 {
-                self.t.size_counts.insert((k as u32) << 9, n);
+                self.t.size_counts.insert((k as u32) << 9, n); // the running total so far
             }
         }
     }
@@ -455,12 +570,15 @@ impl<'a> Pass<'a> {
     fn slot(&mut self, stream: u32) -> usize {
         let slot = self.t.slots.get_or_insert(stream, self.t.accs.len());
         if slot == self.t.accs.len() {
-            self.t.accs.push(Acc::new(stream, self.t.leaves));
+            self.t.accs.push(Acc::new(stream));
+            let leaves = self.t.leaves;
+            self.t.locality.resize(self.t.locality.len() + leaves, 0);
         }
         slot
     }
 
-    /// Updates one stream's counters with request `i`; returns its jump, if it has a predecessor.
+    /// Updates one stream's counters with request `i`; returns its jump's bucket, if it has a
+    /// predecessor.
     #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
@@ -471,9 +589,9 @@ impl<'a> Pass<'a> {
         starts_global_run: bool,
         range: usize,
         latency: i64,
-    ) -> Option<i128> {
+    ) -> Option<usize> {
         let c = self.cols;
-        let pos = c.seq.map_or(i as u64, |q| q[i]);
+        let pos = c.seq.map_or(self.base + i as u64, |q| q[i]);
         let acc = &mut self.t.accs[slot];
         let s = &mut acc.stats;
         let ts = c.ts_ns[i];
@@ -491,7 +609,7 @@ impl<'a> Pass<'a> {
             s.forward += (offset > prev) as u64;
             s.detangled_runs += (offset != prev) as u64;
             s.relaxed_runs += (offset < prev || offset - prev > self.t.threshold) as u64;
-            Some(offset as i128 - prev as i128)
+            Some(jump_bucket_between(prev, offset))
         };
         s.requests += 1;
         s.last_ts = ts;
@@ -500,19 +618,10 @@ impl<'a> Pass<'a> {
         s.size_sum += (end - offset) as u128;
         s.latency_sum += latency as i128;
         s.global_runs += starts_global_run as u64;
-        s.locality[range] += 1;
+        self.t.locality[slot * self.t.leaves + range] += 1;
         acc.last_index = pos;
         acc.last_end = end;
         jump
-    }
-
-    fn finish(self, blocks: Footprints) -> Summary {
-        let grid = self.grid.copied();
-        self.into_counts().finish(grid.as_ref(), blocks)
-    }
-
-    fn into_counts(self) -> Counts {
-        self.t.into_counts()
     }
 }
 
@@ -526,6 +635,7 @@ impl Tally {
             ranges: Ranges::new(params.leaves, capacity),
             slots: Slots::new(extent.max_stream),
             accs: Vec::new(),
+            locality: Vec::new(),
             window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
             small_sizes: vec![0; SMALL_SIZES],
             size_counts: FxHashMap::default(),
@@ -541,7 +651,11 @@ impl Tally {
             streams: self
                 .accs
                 .into_iter()
-                .map(|a| (a.stats, a.windows))
+                .zip(self.locality.chunks_exact(self.leaves.max(1)))
+                .map(|(mut a, locality)| {
+                    a.stats.locality = locality.to_vec();
+                    (a.stats, a.windows)
+                })
                 .collect(),
             window_counts: self.window_counts,
             size_counts: self.size_counts,
@@ -631,6 +745,7 @@ impl PartCounter {
             first_ts: whole.first_ts,
             last_ts: whole.last_ts,
             max_stream: whole.max_stream,
+            min_offset: 0, // only the footprint needs it, and parts count theirs elsewhere
             max_end: whole.max_end,
         };
         let capacity = if params.capacity > 0 {
@@ -661,6 +776,8 @@ impl PartCounter {
             cols,
             grid: self.grid.as_ref(),
             t,
+            base: 0,
+            prev_end: None,
         };
         pass.run();
         self.tally = Some(pass.t);
@@ -924,6 +1041,73 @@ mod tests {
     }
 
     #[test]
+    fn pieces_count_as_the_whole() {
+        let (ts, st, op, off, sz) = hand_trace();
+        let lat: Vec<i64> = (0..10).map(|i| i * 1000 + 7).collect();
+        let piece = |i: usize, j: usize| TraceColumns {
+            ts_ns: &ts[i..j],
+            stream: &st[i..j],
+            op: &op[i..j],
+            offset: &off[i..j],
+            size: &sz[i..j],
+            latency_ns: Some(&lat[i..j]),
+            seq: None,
+            run_start: None,
+        };
+        let whole = characterize(&piece(0, 10), &params()).unwrap();
+        for cuts in [vec![0, 3, 7, 10], vec![0, 0, 5, 10, 10], (0..=10).collect()] {
+            let pieces: Vec<TraceColumns> = cuts.windows(2).map(|w| piece(w[0], w[1])).collect();
+            assert_eq!(
+                characterize_pieces(&pieces, &params()).unwrap(),
+                whole,
+                "{cuts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn extent_halves_agree() {
+        let n = PARALLEL_ROWS + 12_345;
+        let ts: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % 1_000_003 - 5).collect();
+        let st: Vec<u32> = (0..n as u32).map(|i| (i * 31) % 977).collect();
+        let off: Vec<u64> = (0..n as u64).map(|i| (i * 104_729) % 999_983 + 3).collect();
+        let sz: Vec<u32> = (0..n as u32).map(|i| (i % 17) * 512).collect();
+        let op = vec![0u8; n];
+        let cols = TraceColumns {
+            ts_ns: &ts,
+            stream: &st,
+            op: &op,
+            offset: &off,
+            size: &sz,
+            latency_ns: None,
+            seq: None,
+            run_start: None,
+        };
+        let pieces = [
+            cols.rows(0..1000),
+            cols.rows(1000..n - 7),
+            cols.rows(n - 7..n),
+        ];
+        let serial = Extent::scan(&[cols]);
+        for e in [Extent::of(&cols), Extent::of_pieces(&pieces)] {
+            assert_eq!(
+                (e.first_ts, e.last_ts, e.max_stream, e.min_offset, e.max_end),
+                (
+                    serial.first_ts,
+                    serial.last_ts,
+                    serial.max_stream,
+                    serial.min_offset,
+                    serial.max_end
+                )
+            );
+        }
+        assert_eq!(
+            (serial.first_ts, serial.max_stream, serial.min_offset),
+            (-5, 976, 3)
+        );
+    }
+
+    #[test]
     fn windows_hold_remainder_and_zeros() {
         // 0,1,2,3 s, 50 s, 100 s with 10 s windows: counts 4,0,0,0,0,1,0,0,0,1; rates
         // 0.4,0..,0.1,..,0.1: mean 0.06, mean square 0.018, std 0.12, cv 2.
@@ -979,6 +1163,19 @@ mod tests {
                     r.index(off) as u128,
                     want,
                     "leaves {leaves} capacity {capacity} offset {off}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn jump_buckets_between_offsets() {
+        let offsets = [0, 1, 2, 3, 511, 512, 1 << 40, u64::MAX - 1, u64::MAX];
+        for &a in &offsets {
+            for &b in &offsets {
+                assert_eq!(
+                    jump_bucket_between(a, b),
+                    jump_bucket(b as i128 - a as i128)
                 );
             }
         }
@@ -1046,6 +1243,7 @@ mod bench {
     //! ranges' time on the same requests (bitmaps break even at ~4 words per request), 4 KiB block ids sort_unstable + dedup ~1.3 s, block-id
     //! hash set ~3.5 s (requests average 30 KiB, so ids are ~3.5x the requests).
     use super::*;
+    use crate::stats::footprint::footprints;
     use std::time::Instant;
 
     fn synthetic(n: usize, streams: u32) -> super::tests::Owned {

@@ -53,12 +53,26 @@ pub fn footprints(
     max_end: u64,
 ) -> Footprints {
     let min_offset = offset.iter().copied().min().unwrap_or(0);
+    footprints_of(&[(stream, offset, size)], max_stream, min_offset, max_end)
+}
+
+/// One piece of a trace's (stream, offset, size) columns.
+pub type Piece<'a> = (&'a [u32], &'a [u64], &'a [u32]);
+
+/// The footprints of a trace given as consecutive pieces, with its smallest offset too.
+pub fn footprints_of(
+    pieces: &[Piece],
+    max_stream: u32,
+    min_offset: u64,
+    max_end: u64,
+) -> Footprints {
     let window = BitmapWindow::new(min_offset, max_end);
-    let streams = distinct_streams(stream, max_stream);
-    if window.fits(streams, stream.len()) {
-        by_bitmap(stream, offset, size, max_stream, window, streams)
+    let streams = distinct_streams(pieces, max_stream);
+    let requests = pieces.iter().map(|p| p.0.len()).sum();
+    if window.fits(streams, requests) {
+        by_bitmap(pieces, max_stream, window, streams)
     } else {
-        by_ranges(stream, offset, size, max_stream, max_end)
+        by_ranges(pieces, max_stream, max_end)
     }
 }
 
@@ -93,10 +107,12 @@ impl Streams {
     }
 }
 
-fn distinct_streams(stream: &[u32], max_stream: u32) -> usize {
+fn distinct_streams(pieces: &[Piece], max_stream: u32) -> usize {
     let mut streams = Streams::new(max_stream);
-    for &id in stream {
-        streams.slot(id);
+    for &(stream, _, _) in pieces {
+        for &id in stream {
+            streams.slot(id);
+        }
     }
     streams.counts.len()
 }
@@ -130,39 +146,89 @@ impl BitmapWindow {
 /// is their union. Requests are first grouped by bitmap region, so that setting their bits
 /// hits cache: in request order each one costs a cache and TLB miss, more than the grouping.
 fn by_bitmap(
-    stream: &[u32],
-    offset: &[u64],
-    size: &[u32],
+    pieces: &[Piece],
     max_stream: u32,
     window: BitmapWindow,
     stream_count: usize,
 ) -> Footprints {
     let words = window.words as usize;
     let mut streams = Streams::new(max_stream);
-    let mut spans = Vec::with_capacity(stream.len());
+    let mut spans: Vec<u64> = Vec::with_capacity(pieces.iter().map(|p| p.0.len()).sum());
+    advise_huge_pages(&mut spans);
     let mut regions = vec![0usize; ((words * stream_count) >> (REGION_SHIFT - 6)) + 1];
-    for i in 0..stream.len() {
-        let slot = streams.slot(stream[i]);
-        if size[i] == 0 {
-            continue;
+    for &(stream, offset, size) in pieces {
+        for i in 0..stream.len() {
+            let slot = streams.slot(stream[i]);
+            if size[i] == 0 {
+                continue;
+            }
+            let (first, end) = blocks(offset[i], size[i]);
+            streams.counts[slot].requested_512 += end - first;
+            // the streams' bitmaps lie back to back, so a bit index says both stream and block
+            let bit = (slot * words * 64) as u64 + first - window.base;
+            regions[(bit >> REGION_SHIFT) as usize] += 1;
+            spans.push(bit << 32 | (end - first));
         }
-        let (first, end) = blocks(offset[i], size[i]);
-        streams.counts[slot].requested_512 += end - first;
-        // the streams' bitmaps lie back to back, so a bit index says both stream and block
-        let bit = (slot * words * 64) as u64 + first - window.base;
-        regions[(bit >> REGION_SHIFT) as usize] += 1;
-        spans.push(bit << 32 | (end - first));
     }
     let mut bits = vec![0u64; words * stream_count];
-    for span in group_by_region(&spans, regions) {
-        let start = span >> 32;
-        set_bits(&mut bits, start, start + (span & 0xFFFF_FFFF));
+    advise_huge_pages(&mut bits);
+    let (split_region, first_half) = halfway(&regions);
+    let grouped = group_by_region(&spans, regions);
+    if grouped.len() < PARALLEL_SPANS {
+        set_spans(&mut bits, 0, &grouped);
+    } else {
+        // Two threads set the bits of the regions below and from `split_region`; a span
+        // that crosses the boundary is finished once both are done.
+        let split_bit = ((split_region as u64) << REGION_SHIFT).min(bits.len() as u64 * 64);
+        let (low, high) = bits.split_at_mut((split_bit / 64) as usize);
+        let (below, above) = grouped.split_at(first_half);
+        let crossing = std::thread::scope(|scope| {
+            let upper = scope.spawn(|| set_spans(high, split_bit, above));
+            let crossing = set_spans(low, 0, below);
+            upper.join().expect("bitmap thread panicked");
+            crossing
+        });
+        for (start, end) in crossing {
+            set_bits(&mut bits, start, end);
+        }
     }
     let total = count_bitmaps(&bits, words, &mut streams.counts);
     Footprints {
         total,
         streams: streams.counts,
     }
+}
+
+/// Below this many spans one thread sets all bits.
+const PARALLEL_SPANS: usize = 1 << 16;
+
+/// The region that splits the spans in two halves, and how many spans lie below it.
+fn halfway(regions: &[usize]) -> (usize, usize) {
+    let half = regions.iter().sum::<usize>() / 2;
+    let mut below = 0;
+    for (r, &count) in regions.iter().enumerate() {
+        if below >= half {
+            return (r, below);
+        }
+        below += count;
+    }
+    (regions.len(), below)
+}
+
+/// Sets the spans' bits in `map`, which holds the bits from `first_bit` on; returns the
+/// parts of spans that run past its end, as [start, end) bit ranges of the whole bitmap.
+fn set_spans(map: &mut [u64], first_bit: u64, spans: &[u64]) -> Vec<(u64, u64)> {
+    let limit = first_bit + map.len() as u64 * 64;
+    let mut beyond = Vec::new();
+    for &span in spans {
+        let start = span >> 32;
+        let end = start + (span & 0xFFFF_FFFF);
+        if end > limit {
+            beyond.push((limit, end));
+        }
+        set_bits(map, start - first_bit, end.min(limit) - first_bit);
+    }
+    beyond
 }
 
 /// Spans (`start bit << 32 | length`) in order of region, given each region's span count.
@@ -172,6 +238,7 @@ fn group_by_region(spans: &[u64], mut regions: Vec<usize>) -> Vec<u64> {
         (*r, sum) = (sum, sum + *r);
     }
     let mut grouped = vec![0u64; spans.len()];
+    advise_huge_pages(&mut grouped);
     for &span in spans {
         let next = &mut regions[(span >> (32 + REGION_SHIFT)) as usize];
         grouped[*next] = span;
@@ -203,15 +270,51 @@ fn add_word(counts: &mut BlockCounts, word: u64) {
     counts.unique_4k += (any & 0x0101_0101_0101_0101).count_ones() as u64;
 }
 
-/// Counts each stream's bitmap (`words` words each, back to back) and their union.
+/// Counts each stream's bitmap (`words` words each, back to back) and their union; two
+/// threads count halves of the words when there are many.
 fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> BlockCounts {
     let mut total = BlockCounts {
         requested_512: streams.iter().map(|s| s.requested_512).sum(),
         ..BlockCounts::default()
     };
-    for j in 0..words {
+    let count = streams.len();
+    let mut add = |(union, per_stream): (BlockCounts, Vec<BlockCounts>)| {
+        total.unique_512 += union.unique_512;
+        total.unique_4k += union.unique_4k;
+        for (counts, part) in streams.iter_mut().zip(per_stream) {
+            counts.unique_512 += part.unique_512;
+            counts.unique_4k += part.unique_4k;
+        }
+    };
+    if bits.len() < PARALLEL_WORDS {
+        add(count_words(bits, words, count, 0..words));
+    } else {
+        let (low, high) = std::thread::scope(|scope| {
+            let high = scope.spawn(|| count_words(bits, words, count, words / 2..words));
+            let low = count_words(bits, words, count, 0..words / 2);
+            (low, high.join().expect("bitmap thread panicked"))
+        });
+        add(low);
+        add(high);
+    }
+    total
+}
+
+/// Below this many bitmap words one thread counts them all.
+const PARALLEL_WORDS: usize = 1 << 20;
+
+/// The blocks of words `range` of every stream's bitmap: their union's and each stream's.
+fn count_words(
+    bits: &[u64],
+    words: usize,
+    streams: usize,
+    range: std::ops::Range<usize>,
+) -> (BlockCounts, Vec<BlockCounts>) {
+    let mut total = BlockCounts::default();
+    let mut per_stream = vec![BlockCounts::default(); streams];
+    for j in range {
         let mut union = 0;
-        for (slot, counts) in streams.iter_mut().enumerate() {
+        for (slot, counts) in per_stream.iter_mut().enumerate() {
             let word = bits[slot * words + j];
             if word != 0 {
                 union |= word;
@@ -220,7 +323,7 @@ fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> Blo
         }
         add_word(&mut total, union);
     }
-    total
+    (total, per_stream)
 }
 
 /// Block ranges in 512-byte blocks packed as `start << len_bits | length` (so sorting the keys
@@ -261,30 +364,32 @@ impl Ranges {
 }
 
 /// Footprints by sorting ranges; `max_end` sizes the packed keys.
-fn by_ranges(
-    stream: &[u32],
-    offset: &[u64],
-    size: &[u32],
-    max_stream: u32,
-    max_end: u64,
-) -> Footprints {
-    let n = stream.len();
-    let several = stream.iter().any(|&s| s != stream[0]);
+fn by_ranges(pieces: &[Piece], max_stream: u32, max_end: u64) -> Footprints {
+    let n = pieces.iter().map(|p| p.0.len()).sum();
+    let first_stream = pieces.iter().find_map(|p| p.0.first().copied());
+    let several = pieces
+        .iter()
+        .any(|p| p.0.iter().any(|&s| Some(s) != first_stream));
     let mut r = Ranges::new(max_end, n);
     if several {
         r.owners.reserve(n);
     }
     let mut streams = Streams::new(max_stream);
     let mut last: Vec<usize> = Vec::new(); // each slot's latest range
-    for i in 0..n {
-        let slot = streams.slot(stream[i]);
+    for (stream, offset, size) in pieces.iter().flat_map(|&(st, off, sz)| {
+        st.iter()
+            .zip(off)
+            .zip(sz)
+            .map(|((&st, &off), &sz)| (st, off, sz))
+    }) {
+        let slot = streams.slot(stream);
         if slot == last.len() {
             last.push(usize::MAX);
         }
-        if size[i] == 0 {
+        if size == 0 {
             continue;
         }
-        let (mut first, end) = blocks(offset[i], size[i]);
+        let (mut first, end) = blocks(offset, size);
         streams.counts[slot].requested_512 += end - first;
         let k = last[slot];
         if k != usize::MAX {
@@ -403,6 +508,28 @@ fn count_unions(r: &Ranges, streams: &mut [BlockCounts]) -> BlockCounts {
         unique_4k: all_4k.total(),
     }
 }
+
+/// Asks the kernel for 2 MiB pages in a large buffer about to be filled: the footprint's
+/// buffers (~220 MiB for 10M requests) otherwise take a page fault per 4 KiB (measured:
+/// 320k fewer faults, ~40 ms less CPU time per 10M requests). Only advice: where the kernel
+/// has no huge pages nothing changes.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages<T>(buffer: &mut Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let ptr = buffer.as_mut_ptr() as usize;
+    let (start, end) = (
+        ptr.div_ceil(HUGE) * HUGE,
+        (ptr + buffer.capacity() * std::mem::size_of::<T>()) / HUGE * HUGE,
+    );
+    if end > start {
+        // SAFETY: the range lies within the buffer's own allocation; MADV_HUGEPAGE changes
+        // neither its contents nor its mapping, and a failure only leaves the advice unused.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages<T>(_buffer: &mut Vec<T>) {}
 
 #[cfg(test)]
 mod tests {
@@ -537,11 +664,21 @@ mod tests {
             .max()
             .unwrap_or(0);
         let window = BitmapWindow::new(min_offset, max_end);
-        let count = distinct_streams(stream, max_stream);
-        (
-            by_bitmap(stream, offset, size, max_stream, window, count),
-            by_ranges(stream, offset, size, max_stream, max_end),
-        )
+        let whole: [Piece; 1] = [(stream, offset, size)];
+        let count = distinct_streams(&whole, max_stream);
+        let both = (
+            by_bitmap(&whole, max_stream, window, count),
+            by_ranges(&whole, max_stream, max_end),
+        );
+        // the same requests cut into pieces (Parquet row groups) count the same
+        let (a, b) = (stream.len() / 3, stream.len() / 3 * 2);
+        let pieces: Vec<Piece> = [(0, a), (a, b), (b, stream.len())]
+            .iter()
+            .map(|&(i, j)| (&stream[i..j], &offset[i..j], &size[i..j]))
+            .collect();
+        assert_eq!(by_bitmap(&pieces, max_stream, window, count), both.0);
+        assert_eq!(by_ranges(&pieces, max_stream, max_end), both.1);
+        both
     }
 
     #[test]
@@ -563,6 +700,38 @@ mod tests {
             assert_eq!(bitmap.streams.len(), streams as usize);
             assert!(bitmap.total.unique_4k > 0);
         }
+    }
+
+    #[test]
+    fn bitmap_threads_agree_with_ranges() {
+        // enough spans and words for two threads to set and count the bits
+        let (st, off, sz) = random_requests(11, 600_000, 8, 1, 0, 1 << 33);
+        assert!(BitmapWindow::new(0, 1 << 33).words * 8 >= PARALLEL_WORDS as u64);
+        let (bitmap, ranges) = by_both_methods(&st, &off, &sz);
+        assert_eq!(bitmap, ranges);
+    }
+
+    #[test]
+    fn spans_crossing_the_split_are_finished() {
+        // two regions' worth of bits, spans on both sides of the boundary and across it
+        let region = 1u64 << REGION_SHIFT;
+        let spans: Vec<u64> = [(5, 70), (region - 3, 10), (region - 64, 64), (region, 1)]
+            .iter()
+            .map(|&(start, len)| start << 32 | len)
+            .collect();
+        let mut serial = vec![0u64; (2 * region / 64) as usize];
+        assert!(set_spans(&mut serial, 0, &spans).is_empty());
+        let mut split = vec![0u64; serial.len()];
+        let (low, high) = split.split_at_mut((region / 64) as usize);
+        let crossing = set_spans(low, 0, &spans[..3]);
+        assert_eq!(crossing, vec![(region, region + 7)]);
+        assert!(set_spans(high, region, &spans[3..]).is_empty());
+        for (start, end) in crossing {
+            set_bits(&mut split, start, end);
+        }
+        assert_eq!(split, serial);
+        assert_eq!(halfway(&[3, 0, 1, 4]), (3, 4));
+        assert_eq!(halfway(&[0, 0]), (0, 0));
     }
 
     #[test]

@@ -46,8 +46,10 @@ class DelimitedFormat(TraceFormat):
         """Maps raw fields to canonical columns; invalid values become null."""
 
     # -- reading -----------------------------------------------------------------------
-    def raw_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
-        """The raw fields, lazily (polars' streaming CSV scanner); untyped: all strings."""
+    def raw_scan(self, path: Path | bytes, typed: bool) -> pl.LazyFrame:
+        """The raw fields, lazily (polars' streaming CSV scanner); untyped: all strings.
+
+        `path` may also be the text itself (the head of a file)."""
         if self.separator is None:
             return self._whitespace_scan(path, typed)
         schema = {f.name: (f.dtype if typed else pl.String()) for f in self.fields}
@@ -60,7 +62,7 @@ class DelimitedFormat(TraceFormat):
             quote_char=None,
         )
 
-    def _whitespace_scan(self, path: Path, typed: bool) -> pl.LazyFrame:
+    def _whitespace_scan(self, path: Path | bytes, typed: bool) -> pl.LazyFrame:
         """Whole lines (polars wants a one-byte separator), split on runs of blanks, lazily.
 
         Extra fields are ignored, like `truncate_ragged_lines` does for delimited files.
@@ -187,9 +189,30 @@ def lines_match(head: bytes, pattern: re.Pattern[bytes], share: float = 0.8) -> 
 
 
 def first_value(path: Path, fmt: DelimitedFormat, column: str) -> object:
-    """The first line's value of a raw column (cheap: polars reads only the head)."""
+    """The first line's value of a raw column, parsed from the file's head: scanning the
+    file itself for one row costs polars ~60 ms on a large file, the head ~5 ms."""
+
+    def first_row(source: Path | bytes) -> pl.DataFrame:
+        return fmt.raw_scan(source, typed=True).select(column).head(1).collect()
+
     try:
-        head = fmt.raw_scan(path, typed=True).select(column).head(1).collect()
+        head_lines = _head_lines(path, 2 if fmt.has_header else 1)
+        head = first_row(head_lines) if head_lines else first_row(path)
+        if head.height == 0 and head_lines:  # only blank lines in the head
+            head = first_row(path)
     except pl.exceptions.PolarsError:
         return None
     return head.item() if head.height else None
+
+
+_HEAD_BYTES = 1 << 16
+
+
+def _head_lines(path: Path, lines: int) -> bytes | None:
+    """The file's first whole lines (at least `lines` of them) within its first 64 KiB, or
+    None when they do not fit (the caller then scans the file)."""
+    with open(path, "rb") as f:
+        head = f.read(_HEAD_BYTES)
+    if len(head) == _HEAD_BYTES:
+        head = head[: head.rfind(b"\n") + 1]
+    return head if head.count(b"\n") >= lines else None
