@@ -10,6 +10,7 @@
 
 use super::dist::Iat;
 use super::finalize::kind_code;
+use super::history::History;
 use super::stats::{
     Category, Fenwick, RecentEnds, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
@@ -19,9 +20,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::BTreeSet;
 
-const REREF_BLOCK: u64 = 4096;
 /// How many stack entries a re-reference may look past its drawn distance for its leaf.
 const REREF_SEARCH: u64 = 1024;
 /// How often a cold request re-draws an offset that landed on an old block.
@@ -122,6 +121,51 @@ fn triple(v: &Value) -> Result<(u64, u64, u64), Err> {
     Ok((g(0)?, g(1)?, g(2)?))
 }
 
+/// An inter-arrival distribution ready to sample. Empirical histograms keep running sums, so
+/// a draw is a binary search instead of two passes over their buckets (the same draws as
+/// `Iat::sample`).
+#[derive(Debug, Clone)]
+enum Gap {
+    Empirical {
+        buckets: Vec<(u64, u64, u64)>,
+        cum: Vec<u64>,
+    },
+    Parametric(Iat),
+}
+
+impl Gap {
+    fn new(iat: Iat) -> Gap {
+        match iat {
+            Iat::Empirical { buckets } => {
+                let cum = buckets
+                    .iter()
+                    .scan(0u64, |acc, b| {
+                        *acc += b.2;
+                        Some(*acc)
+                    })
+                    .collect();
+                Gap::Empirical { buckets, cum }
+            }
+            other => Gap::Parametric(other),
+        }
+    }
+
+    fn sample(&self, rng: &mut Pcg64Mcg) -> f64 {
+        match self {
+            Gap::Empirical { buckets, cum } => {
+                let n = cum.last().copied().unwrap_or(0);
+                let pick = rng.random_range(0..n.max(1));
+                let v = match buckets.get(cum.partition_point(|&c| c <= pick)) {
+                    Some(&(lo, hi, _)) => lo as f64 + rng.random::<f64>() * (hi - lo) as f64,
+                    None => 0.0,
+                };
+                v.max(0.0)
+            }
+            Gap::Parametric(iat) => iat.sample(rng),
+        }
+    }
+}
+
 /// Counted alternatives (children, target leaves), drawn by count.
 #[derive(Debug, Clone, Default)]
 struct Weighted {
@@ -182,7 +226,7 @@ struct StreamModel {
     first: Option<(u64, Category)>,
     windows: Vec<u64>,
     keys: Vec<TransKey>,
-    cats: Vec<Vec<(Category, Iat)>>,
+    cats: Vec<Vec<(Category, Gap)>>,
     initial: Budgets,
     leaves: Weighted,
     reuse: Buckets,
@@ -310,7 +354,7 @@ impl Sampler {
             rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id)),
             budget: s.initial.clone(),
             cur: None,
-            reref: own_history.then(|| Reref::new(n as usize)),
+            reref: own_history.then(|| History::new(n as usize, self.tree.capacity)),
             recent: RecentEnds::default(),
             i: 0,
         }
@@ -438,7 +482,7 @@ impl Sampler {
                     self.place(s, &cat, target, recent, reref.as_ref(), None, rng)
                 };
                 if let Some(r) = reref.as_mut() {
-                    r.touch(*i as usize, offset, self.tree.leaf_of(offset));
+                    r.touch(offset, self.tree.leaf_of(offset));
                 }
                 recent.next(offset, size);
                 *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
@@ -589,7 +633,7 @@ impl Sampler {
         cat: &Category,
         target: u64,
         recent: &RecentEnds,
-        reref: Option<&Reref>,
+        reref: Option<&History>,
         frontier: Option<&mut FxHashMap<u64, u64>>,
         rng: &mut Pcg64Mcg,
     ) -> (u64, u32) {
@@ -619,7 +663,7 @@ impl Sampler {
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some(off) = reref.and_then(|r| r.pick(s, target, rng)) {
+            if let Some(off) = reref.and_then(|r| pick(r, s, target, rng)) {
                 return (off, own);
             }
         }
@@ -693,6 +737,18 @@ fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
     0
 }
 
+/// The offset of an old request to re-issue: its block lies in the transition's target leaf,
+/// at the stack distance nearest the drawn one (within REREF_SEARCH of it), so the walk's
+/// locality is kept. A distance deeper than the history so far finds nothing: the request
+/// stays cold, which measured closer to real block reuse than drawing again (cloudPhysics MRC).
+fn pick(history: &History, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
+    if s.reuse_total == 0 {
+        return None; // the stream's re-references were all outside the SHARDS sample
+    }
+    let dist = draw(&s.reuse, s.reuse_total, rng);
+    history.at_distance(target, dist, REREF_SEARCH)
+}
+
 /// With one history of all streams, new data fills each leaf from its start, past what is
 /// touched already, as a file system allocates: the footprint stays dense, so runs that read
 /// on past one request find data others wrote (pgbench: 205 runs of touched blocks in the
@@ -704,7 +760,7 @@ fn next_fresh(
     hi: u64,
     s: &StreamModel,
     cat: &Category,
-    history: Option<&Reref>,
+    history: Option<&History>,
 ) -> Option<u64> {
     let align = s.alignment.max(1);
     let size = cat.size as u64;
@@ -724,83 +780,6 @@ fn random_in(lo: u64, hi: u64, size: u64, align: u64, rng: &mut Pcg64Mcg) -> u64
     let last_start = hi.saturating_sub(size).max(first);
     let slots = (last_start - first) / align + 1;
     first + rng.random_range(0..slots) * align
-}
-
-/// Re-references: the synthetic stream's own LRU stack of first blocks, and for each leaf
-/// the positions where its blocks were last touched, so a re-reference finds the block of its
-/// leaf nearest to a drawn stack distance in O(log n).
-struct Reref {
-    /// One mark per distinct block, at the position of its last touch.
-    fen: Fenwick,
-    /// block -> (position of its last touch, leaf of the request that touched it)
-    last: FxHashMap<u64, (usize, u64)>,
-    by_leaf: FxHashMap<u64, BTreeSet<usize>>,
-    offsets: Vec<u64>,
-    marks: u64,
-}
-
-impl Reref {
-    fn new(n: usize) -> Reref {
-        Reref {
-            fen: Fenwick::new(n.max(1)),
-            last: FxHashMap::default(),
-            by_leaf: FxHashMap::default(),
-            offsets: Vec::with_capacity(n),
-            marks: 0,
-        }
-    }
-
-    /// The offset of an old request to re-issue: its block lies in the transition's target
-    /// leaf, at the stack distance nearest the drawn one (within REREF_SEARCH of it), so the
-    /// walk's locality is kept.
-    fn pick(&self, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
-        // a distance deeper than the history so far finds nothing: the request stays cold,
-        // which measured closer to real block reuse than drawing again (cloudPhysics MRC)
-        if s.reuse_total == 0 {
-            return None; // the stream's re-references were all outside the SHARDS sample
-        }
-        let dist = draw(&s.reuse, s.reuse_total, rng);
-        if dist >= self.marks {
-            return None;
-        }
-        let at = self.fen.find_kth(self.marks - dist);
-        let set = self.by_leaf.get(&target)?;
-        let older = set.range(..=at).next_back();
-        let younger = set.range(at..).next();
-        [older, younger]
-            .into_iter()
-            .flatten()
-            .map(|&pos| (self.distance(pos).abs_diff(dist), pos))
-            .filter(|&(gap, _)| gap <= REREF_SEARCH)
-            .min()
-            .map(|(_, pos)| self.offsets[pos])
-    }
-
-    /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
-    fn distance(&self, pos: usize) -> u64 {
-        self.marks - self.fen.prefix(pos + 1)
-    }
-
-    /// Whether the block holding `offset` was touched before.
-    fn seen(&self, offset: u64) -> bool {
-        self.last.contains_key(&(offset / REREF_BLOCK))
-    }
-
-    fn touch(&mut self, pos: usize, offset: u64, leaf: u64) {
-        self.offsets.push(offset);
-        let block = offset / REREF_BLOCK;
-        match self.last.insert(block, (pos, leaf)) {
-            Some((prev, prev_leaf)) => {
-                self.fen.add(prev, -1);
-                if let Some(set) = self.by_leaf.get_mut(&prev_leaf) {
-                    set.remove(&prev);
-                }
-            }
-            None => self.marks += 1,
-        }
-        self.fen.add(pos, 1);
-        self.by_leaf.entry(leaf).or_default().insert(pos);
-    }
 }
 
 /// Request times: each window's requests spread over it by their relative gaps.
@@ -846,7 +825,7 @@ struct WalkState {
     budget: Budgets,
     cur: Option<(u64, u64)>,
     /// The stream's own re-reference history (per-stream models that place in the walk).
-    reref: Option<Reref>,
+    reref: Option<History>,
     /// Where its latest requests ended (sequential and resumed runs continue there).
     recent: RecentEnds,
     i: u64,
@@ -864,9 +843,8 @@ struct Placer {
     /// Per stream (by position): its placement generator and its latest requests' ends.
     rngs: Vec<Pcg64Mcg>,
     recent: Vec<RecentEnds>,
-    /// The shared history and the next position in it.
-    history: Option<Reref>,
-    pos: usize,
+    /// The shared history.
+    history: Option<History>,
     /// Per leaf, where new data goes next (`next_fresh`).
     frontier: FxHashMap<u64, u64>,
 }
@@ -883,8 +861,8 @@ impl Placer {
                 .map(|s| Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ PLACE_SALT))
                 .collect(),
             recent: vec![RecentEnds::default(); streams.len()],
-            history: (sampler.global_reuse && any).then(|| Reref::new(total)),
-            pos: 0,
+            history: (sampler.global_reuse && any)
+                .then(|| History::new(total, sampler.tree.capacity)),
             frontier: FxHashMap::default(),
         }
     }
@@ -908,8 +886,7 @@ impl Placer {
                 .0
         };
         if let Some(r) = self.history.as_mut() {
-            r.touch(self.pos, offset, sampler.tree.leaf_of(offset));
-            self.pos += 1;
+            r.touch(offset, sampler.tree.leaf_of(offset));
         }
         self.recent[k].next(offset, size);
         (step.cat.op, offset, size)
@@ -1084,7 +1061,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         {
             list.push((
                 category(c)?,
-                parse_iat(c.get("iat").ok_or("category without iat")?)?,
+                Gap::new(parse_iat(c.get("iat").ok_or("category without iat")?)?),
             ));
             counts.push(int(c, "count")?);
         }

@@ -1,0 +1,480 @@
+//! The sampler's re-reference history: the LRU stack of the blocks a synthetic stream (or all
+//! streams, with one shared history) touched, and for each leaf the positions of its requests
+//! that are still the latest touch of their block, so a re-reference finds the block of its
+//! leaf nearest to a drawn stack distance.
+//!
+//! Every structure answers exactly what a Fenwick tree over positions and one ordered set of
+//! positions per leaf answered before (the same re-references, byte for byte), but keeps its
+//! hot part small: one bit per position with counts per 64-bit word (a Fenwick tree 64 times
+//! smaller, which stays in cache), and per leaf an append-only list of positions with a bit
+//! tree of the live ones (positions only grow, so lists stay sorted without a search tree).
+
+use rustc_hash::FxHashMap;
+
+/// Re-references count reuse of 4 KiB blocks.
+pub const BLOCK: u64 = 4096;
+/// A table of last touches takes at most this many cells more than the history's length.
+const TABLE_SLACK: u64 = 1 << 24;
+/// Table cell of a block never touched.
+const NEVER: u32 = u32::MAX;
+
+/// A stream's (or all streams') history of touched blocks.
+pub struct History {
+    /// One mark per distinct block, at the position of its latest touch.
+    latest: RankSet,
+    /// block -> position of its latest touch
+    last: LastTouch,
+    /// The requests' offsets, leaf lists and places in them, by position.
+    offsets: Vec<u64>,
+    leaf_of: Vec<u32>,
+    slot_of: Vec<u32>,
+    /// Leaf -> index into `leaves`.
+    leaf_index: FxHashMap<u64, u32>,
+    leaves: Vec<LeafList>,
+    /// Distinct blocks touched so far.
+    marks: u64,
+}
+
+impl History {
+    /// A history of up to `n` requests on a space of `capacity` bytes (n below 2^32 - 1).
+    pub fn new(n: usize, capacity: u64) -> History {
+        let blocks = capacity / BLOCK + 1;
+        let limit = (n as u64).saturating_mul(4).saturating_add(TABLE_SLACK);
+        let last = if blocks <= limit {
+            LastTouch::Table(vec![NEVER; blocks as usize])
+        } else {
+            LastTouch::Map(FxHashMap::default())
+        };
+        History {
+            latest: RankSet::new(n.max(1)),
+            last,
+            offsets: Vec::with_capacity(n),
+            leaf_of: Vec::with_capacity(n),
+            slot_of: Vec::with_capacity(n),
+            leaf_index: FxHashMap::default(),
+            leaves: Vec::new(),
+            marks: 0,
+        }
+    }
+
+    /// Whether the block holding `offset` was touched before.
+    pub fn seen(&self, offset: u64) -> bool {
+        self.last.get(offset / BLOCK).is_some()
+    }
+
+    /// Records the next request (position `offsets.len()`), at `offset` in `leaf`.
+    pub fn touch(&mut self, offset: u64, leaf: u64) {
+        let pos = self.offsets.len();
+        self.offsets.push(offset);
+        match self.last.insert(offset / BLOCK, pos as u32) {
+            Some(prev) => {
+                let prev = prev as usize;
+                self.latest.remove(prev);
+                let list = &mut self.leaves[self.leaf_of[prev] as usize];
+                list.live.clear(self.slot_of[prev] as usize);
+            }
+            None => self.marks += 1,
+        }
+        self.latest.insert(pos);
+        let next = self.leaves.len() as u32;
+        let index = *self.leaf_index.entry(leaf).or_insert(next);
+        if index == next {
+            self.leaves.push(LeafList::default());
+        }
+        let slot = self.leaves[index as usize].push(pos as u32);
+        self.leaf_of.push(index);
+        self.slot_of.push(slot);
+    }
+
+    /// The offset of an old request of `leaf` to re-issue: of the leaf's nearest live
+    /// positions on either side of the block at stack distance `dist`, the one whose distance
+    /// is nearest `dist` (the older on a tie), if within `search` of it. None where the
+    /// history is shallower than `dist` or the leaf has none.
+    pub fn at_distance(&self, leaf: u64, dist: u64, search: u64) -> Option<u64> {
+        if dist >= self.marks {
+            return None;
+        }
+        let at = self.latest.select(self.marks - dist);
+        let list = &self.leaves[*self.leaf_index.get(&leaf)? as usize];
+        [list.pred(at), list.succ(at)]
+            .into_iter()
+            .flatten()
+            .map(|pos| (self.distance(pos).abs_diff(dist), pos))
+            .filter(|&(gap, _)| gap <= search)
+            .min()
+            .map(|(_, pos)| self.offsets[pos])
+    }
+
+    /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
+    fn distance(&self, pos: usize) -> u64 {
+        self.marks - self.latest.rank(pos + 1)
+    }
+}
+
+/// Where each block was last touched: a table by block where the space is small enough
+/// (one memory access, no hashing), a map otherwise.
+enum LastTouch {
+    Table(Vec<u32>),
+    Map(FxHashMap<u64, u32>),
+}
+
+impl LastTouch {
+    fn get(&self, block: u64) -> Option<u32> {
+        match self {
+            LastTouch::Table(t) => t.get(block as usize).copied().filter(|&p| p != NEVER),
+            LastTouch::Map(m) => m.get(&block).copied(),
+        }
+    }
+
+    fn insert(&mut self, block: u64, pos: u32) -> Option<u32> {
+        match self {
+            LastTouch::Table(t) => {
+                let b = block as usize;
+                if b >= t.len() {
+                    t.resize(b + 1, NEVER); // an offset past the capacity (alignment)
+                }
+                Some(std::mem::replace(&mut t[b], pos)).filter(|&p| p != NEVER)
+            }
+            LastTouch::Map(m) => m.insert(block, pos),
+        }
+    }
+}
+
+/// A set of positions 0..n with rank and select: one bit per position and a Fenwick tree of
+/// the words' counts.
+pub struct RankSet {
+    bits: Vec<u64>,
+    /// Fenwick tree (1-based) over the words' member counts.
+    tree: Vec<u32>,
+}
+
+impl RankSet {
+    pub fn new(n: usize) -> RankSet {
+        let words = n.div_ceil(64).max(1);
+        RankSet {
+            bits: vec![0; words],
+            tree: vec![0; words + 1],
+        }
+    }
+
+    pub fn insert(&mut self, p: usize) {
+        self.bits[p >> 6] |= 1 << (p & 63);
+        self.add(p >> 6, 1);
+    }
+
+    pub fn remove(&mut self, p: usize) {
+        self.bits[p >> 6] &= !(1 << (p & 63));
+        self.add(p >> 6, u32::MAX); // -1, wrapping
+    }
+
+    fn add(&mut self, word: usize, delta: u32) {
+        let mut i = word + 1;
+        while i < self.tree.len() {
+            self.tree[i] = self.tree[i].wrapping_add(delta);
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Members below position `i`.
+    pub fn rank(&self, i: usize) -> u64 {
+        let (word, bit) = (i >> 6, i & 63);
+        let mut w = word;
+        let mut s = 0u64;
+        while w > 0 {
+            s += self.tree[w] as u64;
+            w -= w & w.wrapping_neg();
+        }
+        let below = match bit {
+            0 => 0,
+            b => self.bits[word] & (u64::MAX >> (64 - b)),
+        };
+        s + below.count_ones() as u64
+    }
+
+    /// The k-th member (k >= 1, at most the number of members).
+    pub fn select(&self, k: u64) -> usize {
+        let mut word = 0usize;
+        let mut rem = k as u32;
+        let mut step = self.tree.len().next_power_of_two();
+        while step > 0 {
+            let next = word + step;
+            if next < self.tree.len() && self.tree[next] < rem {
+                word = next;
+                rem -= self.tree[next];
+            }
+            step >>= 1;
+        }
+        (word << 6) + select_in_word(self.bits[word], rem)
+    }
+}
+
+/// The position of the r-th set bit (r >= 1) of a word that has at least r.
+fn select_in_word(mut x: u64, mut r: u32) -> usize {
+    let mut base = 0;
+    loop {
+        let n = (x & 0xFF).count_ones();
+        if n >= r {
+            break;
+        }
+        r -= n;
+        x >>= 8;
+        base += 8;
+    }
+    for _ in 1..r {
+        x &= x - 1;
+    }
+    base + x.trailing_zeros() as usize
+}
+
+/// One leaf's requests in the history, by position (ascending: positions only grow), with
+/// the ones still the latest touch of their block marked live.
+#[derive(Default)]
+struct LeafList {
+    positions: Vec<u32>,
+    /// Every 64th position: a small index, searched before the 64 positions it starts.
+    heads: Vec<u32>,
+    live: FlagTree,
+}
+
+impl LeafList {
+    /// Appends a live position; returns its slot.
+    fn push(&mut self, pos: u32) -> u32 {
+        let slot = self.positions.len();
+        if slot.is_multiple_of(64) {
+            self.heads.push(pos);
+        }
+        self.positions.push(pos);
+        self.live.push_set();
+        slot as u32
+    }
+
+    /// How many positions are at most `at`.
+    fn count_upto(&self, at: usize) -> usize {
+        let h = self.heads.partition_point(|&p| p as usize <= at);
+        if h == 0 {
+            return 0;
+        }
+        let start = (h - 1) * 64;
+        let end = (start + 64).min(self.positions.len());
+        start
+            + self.positions[start..end]
+                .iter()
+                .take_while(|&&p| p as usize <= at)
+                .count()
+    }
+
+    /// The largest live position at most `at`.
+    fn pred(&self, at: usize) -> Option<usize> {
+        let n = self.count_upto(at);
+        let slot = self.live.pred(n.checked_sub(1)?)?;
+        Some(self.positions[slot] as usize)
+    }
+
+    /// The smallest live position at least `at`.
+    fn succ(&self, at: usize) -> Option<usize> {
+        let n = self.count_upto(at);
+        let from = match n.checked_sub(1) {
+            Some(last) if self.positions[last] as usize == at => last,
+            _ => n,
+        };
+        let slot = self.live.succ(from)?;
+        Some(self.positions[slot] as usize)
+    }
+}
+
+/// Flags over 0..len (growing at the end) with predecessor and successor queries: a 64-ary
+/// tree of bit words, where a bit above says the word below it has a flag set.
+#[derive(Default)]
+struct FlagTree {
+    /// levels[0]: one bit per flag; the top level has one word.
+    levels: Vec<Vec<u64>>,
+    len: usize,
+}
+
+impl FlagTree {
+    /// Appends a set flag.
+    fn push_set(&mut self) {
+        let i = self.len;
+        self.len += 1;
+        if self.levels.is_empty() {
+            self.levels.push(Vec::new());
+        }
+        // grow each level to cover the new index, and add a level while the top has > 1 word
+        let mut need = i >> 6;
+        let mut lvl = 0;
+        loop {
+            if self.levels[lvl].len() <= need {
+                self.levels[lvl].push(0);
+            }
+            if self.levels[lvl].len() == 1 && lvl + 1 == self.levels.len() {
+                break;
+            }
+            if lvl + 1 == self.levels.len() {
+                // a new top: one bit per word of the old top
+                let top = &self.levels[lvl];
+                let mut word = 0u64;
+                for (w, &x) in top.iter().enumerate() {
+                    if x != 0 {
+                        word |= 1 << w;
+                    }
+                }
+                self.levels.push(vec![word]);
+            }
+            need >>= 6;
+            lvl += 1;
+        }
+        self.set(i);
+    }
+
+    fn set(&mut self, i: usize) {
+        let mut i = i;
+        for level in self.levels.iter_mut() {
+            let word = &mut level[i >> 6];
+            let was = *word;
+            *word |= 1 << (i & 63);
+            if was != 0 {
+                break; // the levels above already say this word has flags
+            }
+            i >>= 6;
+        }
+    }
+
+    fn clear(&mut self, i: usize) {
+        let mut i = i;
+        for level in self.levels.iter_mut() {
+            let word = &mut level[i >> 6];
+            *word &= !(1 << (i & 63));
+            if *word != 0 {
+                break;
+            }
+            i >>= 6;
+        }
+    }
+
+    /// The largest set index at most `i`.
+    fn pred(&self, i: usize) -> Option<usize> {
+        let mut i = i.min(self.len.checked_sub(1)?);
+        let mut lvl = 0;
+        loop {
+            let (w, b) = (i >> 6, i & 63);
+            let m = self.levels[lvl][w] & (u64::MAX >> (63 - b));
+            if m != 0 {
+                i = (w << 6) | (63 - m.leading_zeros() as usize);
+                break;
+            }
+            if lvl + 1 == self.levels.len() || w == 0 {
+                return None;
+            }
+            i = w - 1;
+            lvl += 1;
+        }
+        while lvl > 0 {
+            lvl -= 1;
+            let m = self.levels[lvl][i];
+            i = (i << 6) | (63 - m.leading_zeros() as usize);
+        }
+        Some(i)
+    }
+
+    /// The smallest set index at least `i`.
+    fn succ(&self, i: usize) -> Option<usize> {
+        if i >= self.len {
+            return None;
+        }
+        let mut i = i;
+        let mut lvl = 0;
+        loop {
+            let (w, b) = (i >> 6, i & 63);
+            let m = self.levels[lvl][w] & (u64::MAX << b);
+            if m != 0 {
+                i = (w << 6) | m.trailing_zeros() as usize;
+                break;
+            }
+            if lvl + 1 == self.levels.len() || (w + 1) >> 6 >= self.levels[lvl + 1].len() {
+                return None;
+            }
+            i = w + 1;
+            lvl += 1;
+        }
+        while lvl > 0 {
+            lvl -= 1;
+            i = (i << 6) | self.levels[lvl][i].trailing_zeros() as usize;
+        }
+        Some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+    use rand_pcg::Pcg64Mcg;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn rank_and_select_match_a_sorted_set() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let n = 5000;
+        let mut set = RankSet::new(n);
+        let mut reference = BTreeSet::new();
+        for _ in 0..20_000 {
+            let p = rng.random_range(0..n);
+            if reference.insert(p) {
+                set.insert(p);
+            } else {
+                reference.remove(&p);
+                set.remove(p);
+            }
+            let i = rng.random_range(0..=n);
+            assert_eq!(set.rank(i), reference.range(..i).count() as u64);
+            if !reference.is_empty() {
+                let k = rng.random_range(1..=reference.len());
+                assert_eq!(set.select(k as u64), *reference.iter().nth(k - 1).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn flag_tree_finds_neighbours_as_a_sorted_set() {
+        let mut rng = Pcg64Mcg::seed_from_u64(2);
+        let mut flags = FlagTree::default();
+        let mut reference = BTreeSet::new();
+        for step in 0..300_000usize {
+            if rng.random_range(0..3) > 0 || reference.is_empty() {
+                reference.insert(flags.len);
+                flags.push_set();
+            } else {
+                // clear mostly long runs, so whole words and levels empty
+                let i = rng.random_range(0..flags.len);
+                for j in i..(i + rng.random_range(1..5000)).min(flags.len) {
+                    reference.remove(&j);
+                    flags.clear(j);
+                }
+            }
+            if step % 7 == 0 {
+                let i = rng.random_range(0..flags.len + 3);
+                assert_eq!(flags.pred(i), reference.range(..=i).next_back().copied());
+                assert_eq!(flags.succ(i), reference.range(i..).next().copied());
+            }
+        }
+    }
+
+    #[test]
+    fn leaf_lists_find_live_neighbours() {
+        let mut list = LeafList::default();
+        let positions: Vec<u32> = (0..500).map(|i| i * 3 + 1).collect();
+        for &p in &positions {
+            list.push(p);
+        }
+        for slot in 100..400 {
+            list.live.clear(slot); // positions 301..1198 dead
+        }
+        assert_eq!(list.pred(0), None);
+        assert_eq!(list.pred(1), Some(1));
+        assert_eq!(list.pred(700), Some(298));
+        assert_eq!(list.succ(700), Some(1201));
+        assert_eq!(list.succ(1201), Some(1201));
+        assert_eq!(list.succ(1500), None);
+        assert_eq!(list.pred(5000), Some(1498));
+    }
+}
