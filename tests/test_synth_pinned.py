@@ -9,11 +9,13 @@ sampler before its speed work. A change that alters the draws on purpose updates
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from iotwin import _core
 from iotwin.model import Model
 
 DATA = Path(__file__).parent / "data"
@@ -47,3 +49,21 @@ def test_synth_output_is_pinned(model: str, args: dict, expected: str) -> None:
     rows, got = columns_hash(model, args)
     assert rows > 1000
     assert got == expected
+
+
+@pytest.mark.parametrize("model", sorted({p[0] for p in PINNED}))
+def test_the_dict_and_the_text_of_a_model_sample_alike(model: str) -> None:
+    """The core reads a model's dict as it would read its JSON text (floats included, which
+    its JSON parser may round differently from Python's in the last bit)."""
+    doc = Model.load(DATA / f"synth_{model}.model.json").doc
+    args = (20_000, None, 1.5, 2.0, 3, False)
+    from_text = _core.synth_model(json.dumps(doc), *args)
+    from_dict = _core.synth_model(doc, *args)
+    assert len(from_dict["ts_ns"]) > 1000
+    assert from_dict == from_text
+
+
+def test_a_model_that_is_not_json_gets_a_clear_error() -> None:
+    doc = Model.load(DATA / "synth_msr_l2.model.json").doc
+    with pytest.raises(ValueError, match="model is not JSON: a value of type set"):
+        _core.synth_model({**doc, "levels": {2}}, 100, None, 1.0, 1.0, 0, False)

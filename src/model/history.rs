@@ -5,8 +5,8 @@
 //!
 //! Every structure answers exactly what a Fenwick tree over positions and one ordered set of
 //! positions per leaf answered before (the same re-references, byte for byte), but keeps its
-//! hot part small: one bit per position with counts per 64-bit word (a Fenwick tree 64 times
-//! smaller, which stays in cache), and per leaf an append-only list of positions with a bit
+//! hot part small: one bit per position with counts per 512 of them (a Fenwick tree 512
+//! times smaller, which stays in cache), and per leaf an append-only list of positions with a bit
 //! tree of the live ones (positions only grow, so lists stay sorted without a search tree).
 
 use rustc_hash::FxHashMap;
@@ -140,35 +140,39 @@ impl LastTouch {
     }
 }
 
+/// Positions per chunk: one cache line of bits.
+const CHUNK: usize = 512;
+const CHUNK_WORDS: usize = CHUNK / 64;
+
 /// A set of positions 0..n with rank and select: one bit per position and a Fenwick tree of
-/// the words' counts.
+/// the chunks' member counts (512 times smaller than a tree over positions).
 pub struct RankSet {
     bits: Vec<u64>,
-    /// Fenwick tree (1-based) over the words' member counts.
+    /// Fenwick tree (1-based) over the chunks' member counts.
     tree: Vec<u32>,
 }
 
 impl RankSet {
     pub fn new(n: usize) -> RankSet {
-        let words = n.div_ceil(64).max(1);
+        let chunks = n.div_ceil(CHUNK).max(1);
         RankSet {
-            bits: vec![0; words],
-            tree: vec![0; words + 1],
+            bits: vec![0; chunks * CHUNK_WORDS],
+            tree: vec![0; chunks + 1],
         }
     }
 
     pub fn insert(&mut self, p: usize) {
         self.bits[p >> 6] |= 1 << (p & 63);
-        self.add(p >> 6, 1);
+        self.add(p / CHUNK, 1);
     }
 
     pub fn remove(&mut self, p: usize) {
         self.bits[p >> 6] &= !(1 << (p & 63));
-        self.add(p >> 6, u32::MAX); // -1, wrapping
+        self.add(p / CHUNK, u32::MAX); // -1, wrapping
     }
 
-    fn add(&mut self, word: usize, delta: u32) {
-        let mut i = word + 1;
+    fn add(&mut self, chunk: usize, delta: u32) {
+        let mut i = chunk + 1;
         while i < self.tree.len() {
             self.tree[i] = self.tree[i].wrapping_add(delta);
             i += i & i.wrapping_neg();
@@ -177,34 +181,47 @@ impl RankSet {
 
     /// Members below position `i`.
     pub fn rank(&self, i: usize) -> u64 {
-        let (word, bit) = (i >> 6, i & 63);
-        let mut w = word;
+        let chunk = i / CHUNK;
+        let mut c = chunk;
         let mut s = 0u64;
-        while w > 0 {
-            s += self.tree[w] as u64;
-            w -= w & w.wrapping_neg();
+        while c > 0 {
+            s += self.tree[c] as u64;
+            c -= c & c.wrapping_neg();
         }
-        let below = match bit {
+        let first = chunk * CHUNK_WORDS;
+        let whole: u32 = self.bits[first..i >> 6]
+            .iter()
+            .map(|w| w.count_ones())
+            .sum();
+        let below = match i & 63 {
             0 => 0,
-            b => self.bits[word] & (u64::MAX >> (64 - b)),
+            b => self.bits[i >> 6] & (u64::MAX >> (64 - b)),
         };
-        s + below.count_ones() as u64
+        s + whole as u64 + below.count_ones() as u64
     }
 
     /// The k-th member (k >= 1, at most the number of members).
     pub fn select(&self, k: u64) -> usize {
-        let mut word = 0usize;
+        let mut chunk = 0usize;
         let mut rem = k as u32;
         let mut step = self.tree.len().next_power_of_two();
         while step > 0 {
-            let next = word + step;
+            let next = chunk + step;
             if next < self.tree.len() && self.tree[next] < rem {
-                word = next;
+                chunk = next;
                 rem -= self.tree[next];
             }
             step >>= 1;
         }
-        (word << 6) + select_in_word(self.bits[word], rem)
+        let mut word = chunk * CHUNK_WORDS;
+        loop {
+            let n = self.bits[word].count_ones();
+            if n >= rem {
+                return (word << 6) + select_in_word(self.bits[word], rem);
+            }
+            rem -= n;
+            word += 1;
+        }
     }
 }
 
