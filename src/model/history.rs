@@ -24,10 +24,9 @@ pub struct History {
     latest: RankSet,
     /// block -> position of its latest touch
     last: LastTouch,
-    /// The requests' offsets, leaf lists and places in them, by position.
-    offsets: Vec<u64>,
-    leaf_of: Vec<u32>,
-    slot_of: Vec<u32>,
+    /// The requests by position (one record: a touch that moves a block finds its old one
+    /// in one memory access).
+    touches: Vec<Touch>,
     /// Leaf -> index into `leaves`.
     leaf_index: FxHashMap<u64, u32>,
     leaves: Vec<LeafList>,
@@ -48,9 +47,7 @@ impl History {
         History {
             latest: RankSet::new(n.max(1)),
             last,
-            offsets: Vec::with_capacity(n),
-            leaf_of: Vec::with_capacity(n),
-            slot_of: Vec::with_capacity(n),
+            touches: Vec::with_capacity(n),
             leaf_index: FxHashMap::default(),
             leaves: Vec::new(),
             marks: 0,
@@ -62,16 +59,15 @@ impl History {
         self.last.get(offset / BLOCK).is_some()
     }
 
-    /// Records the next request (position `offsets.len()`), at `offset` in `leaf`.
+    /// Records the next request (position `touches.len()`), at `offset` in `leaf`.
     pub fn touch(&mut self, offset: u64, leaf: u64) {
-        let pos = self.offsets.len();
-        self.offsets.push(offset);
+        let pos = self.touches.len();
         match self.last.insert(offset / BLOCK, pos as u32) {
             Some(prev) => {
                 let prev = prev as usize;
                 self.latest.remove(prev);
-                let list = &mut self.leaves[self.leaf_of[prev] as usize];
-                list.live.clear(self.slot_of[prev] as usize);
+                let old = self.touches[prev];
+                self.leaves[old.leaf as usize].live.clear(old.slot as usize);
             }
             None => self.marks += 1,
         }
@@ -82,8 +78,11 @@ impl History {
             self.leaves.push(LeafList::default());
         }
         let slot = self.leaves[index as usize].push(pos as u32);
-        self.leaf_of.push(index);
-        self.slot_of.push(slot);
+        self.touches.push(Touch {
+            offset,
+            leaf: index,
+            slot,
+        });
     }
 
     /// The offset of an old request of `leaf` to re-issue: of the leaf's nearest live
@@ -95,20 +94,32 @@ impl History {
             return None;
         }
         let at = self.latest.select(self.marks - dist);
-        let list = &self.leaves[*self.leaf_index.get(&leaf)? as usize];
+        let index = *self.leaf_index.get(&leaf)?;
+        if self.touches[at].leaf == index {
+            return Some(self.touches[at].offset); // its own nearest on both sides, at gap 0
+        }
+        let list = &self.leaves[index as usize];
         [list.pred(at), list.succ(at)]
             .into_iter()
             .flatten()
             .map(|pos| (self.distance(pos).abs_diff(dist), pos))
             .filter(|&(gap, _)| gap <= search)
             .min()
-            .map(|(_, pos)| self.offsets[pos])
+            .map(|(_, pos)| self.touches[pos].offset)
     }
 
     /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
     fn distance(&self, pos: usize) -> u64 {
         self.marks - self.latest.rank(pos + 1)
     }
+}
+
+/// One request of the history: its offset, its leaf's list and its slot there.
+#[derive(Clone, Copy)]
+struct Touch {
+    offset: u64,
+    leaf: u32,
+    slot: u32,
 }
 
 /// Where each block was last touched: a table by block where the space is small enough
