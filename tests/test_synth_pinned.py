@@ -33,6 +33,9 @@ PINNED = [
     ("msr_flat_l2", {"requests": 30_000, "seed": 4}, "cb21d6554f8660c3"),
     ("pgbench_l1", {"requests": 30_000, "seed": 5}, "49eefcc2859ce030"),
     ("tpcc_l1", {"requests": 30_000, "seed": 6}, "2ac916555d083c6d"),
+    # enough requests for the streams to walk on several threads
+    ("tpcc_l1", {"requests": 200_000, "seed": 14}, "0527d873bba2ec3e"),
+    ("pgbench_l1", {"requests": 150_000, "seed": 15}, "26aa185b3ea77ec7"),
 ]
 
 

@@ -37,6 +37,8 @@ struct Step {
 }
 /// A stream's walked requests: (times, steps, stream id).
 type StreamPart = (Vec<i64>, Vec<Step>, u32);
+/// Below this many requests in all, streams walk one after another (threads cost more).
+const PARALLEL_WALK_MIN: u64 = 100_000;
 /// Salt of the placement generators (apart from the walks', so both modes draw alike).
 const PLACE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 
@@ -293,20 +295,63 @@ impl Sampler {
     /// (categories, target leaves, times), then offsets are placed in the merged time order.
     pub fn generate(&self, p: &SynthParams) -> Columns {
         let counts = self.requests_per_stream(p);
-        let mut parts: Vec<StreamPart> = Vec::with_capacity(self.streams.len());
-        let mut lengths = Vec::with_capacity(self.streams.len());
-        for (s, &n) in self.streams.iter().zip(&counts) {
-            let quotas = self.window_quotas(s, p, n);
-            let n = quotas.iter().map(|q| q.2).sum::<u64>();
+        let quotas: Vec<_> = self
+            .streams
+            .iter()
+            .zip(&counts)
+            .map(|(s, &n)| self.window_quotas(s, p, n))
+            .collect();
+        let lengths: Vec<u64> = quotas.iter().map(|q| q.iter().map(|w| w.2).sum()).collect();
+        let parts = self.walk_streams(&quotas, &lengths, p);
+        let mut placer = Placer::new(self, &lengths, p.seed);
+        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
+    }
+
+    /// Each stream's walk (times, steps, id). Streams walk independently, each with its own
+    /// generator, so they share the machine's cores (largest first) with the same result.
+    fn walk_streams(
+        &self,
+        quotas: &[Vec<(f64, f64, u64)>],
+        lengths: &[u64],
+        p: &SynthParams,
+    ) -> Vec<StreamPart> {
+        let one = |k: usize| {
+            let (s, n) = (&self.streams[k], lengths[k]);
             let mut st = self.walk_state(s, n, p.seed);
             let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
             self.walk(s, &mut st, n, p.uniform, &mut steps, &mut gaps);
-            let times = place_times(&quotas, &gaps, p.intensity);
-            parts.push((times, steps, s.id));
-            lengths.push(n);
+            let times = place_times(&quotas[k], &gaps, p.intensity);
+            (times, steps, s.id)
+        };
+        let total: u64 = lengths.iter().sum();
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let largest = lengths.iter().copied().max().unwrap_or(0);
+        if cores < 2 || total < PARALLEL_WALK_MIN || largest * 10 > total * 9 {
+            return (0..self.streams.len()).map(one).collect();
         }
-        let mut placer = Placer::new(self, &lengths, p.seed);
-        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
+        let mut order: Vec<usize> = (0..self.streams.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(lengths[k]));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut done: Vec<(usize, StreamPart)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..cores.min(self.streams.len()))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&k) = order.get(i) else { break mine };
+                            mine.push((k, one(k)));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("walk thread panicked"))
+                .collect()
+        });
+        done.sort_unstable_by_key(|d| d.0);
+        done.into_iter().map(|d| d.1).collect()
     }
 
     /// The same requests as `generate`, in the same order, produced on the fly: each stream
