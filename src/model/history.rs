@@ -40,14 +40,16 @@ impl History {
         let blocks = capacity / BLOCK + 1;
         let limit = (n as u64).saturating_mul(4).saturating_add(TABLE_SLACK);
         let last = if blocks <= limit {
-            LastTouch::Table(vec![NEVER; blocks as usize])
+            let mut table = huge_capacity(blocks as usize);
+            table.resize(blocks as usize, NEVER);
+            LastTouch::Table(table)
         } else {
             LastTouch::Map(FxHashMap::default())
         };
         History {
             latest: RankSet::new(n.max(1)),
             last,
-            touches: Vec::with_capacity(n),
+            touches: huge_capacity(n),
             leaf_index: FxHashMap::default(),
             leaves: Vec::new(),
             marks: 0,
@@ -113,6 +115,31 @@ impl History {
         self.marks - self.latest.rank(pos + 1)
     }
 }
+
+/// An empty vector with room for `n` items, whose memory the kernel is asked to back with
+/// huge pages where it is large: the history is read at random positions, and with 4 KiB
+/// pages nearly every such read also missed the TLB (a page walk, costly in a VM). Only a
+/// hint: where the kernel declines, nothing changes.
+fn huge_capacity<T>(n: usize) -> Vec<T> {
+    let v = Vec::with_capacity(n);
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes >= HUGE_MIN {
+        let start = (v.as_ptr() as usize).next_multiple_of(PAGE);
+        let end = (v.as_ptr() as usize + bytes) & !(PAGE - 1);
+        if end > start {
+            // SAFETY: the range lies inside the vector's own allocation; madvise only hints
+            // how to back it and neither reads nor moves memory.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
+}
+
+const PAGE: usize = 4096;
+/// Vectors from this size on ask for huge pages (2 MiB each).
+const HUGE_MIN: usize = 8 << 20;
 
 /// One request of the history: its offset, its leaf's list and its slot there.
 #[derive(Clone, Copy)]

@@ -205,13 +205,25 @@ struct Row {
     stay: u64,
 }
 
+/// A stream's table rows, fixed once built: (depth, node, from) -> row number, each row's
+/// moves, and per transition the rows whose stay counts it (so using a transition updates
+/// them by number, without hashing). Their stay budgets live in `Budgets::stay`.
+#[derive(Debug, Clone, Default)]
+struct Rows {
+    index: FxHashMap<(u32, u64, u32), u32>,
+    moves: Vec<Vec<(u64, usize)>>,
+    stays_of: Vec<Vec<u32>>,
+    /// Flat models: leaf -> (to, transition index).
+    flat: FxHashMap<u64, Vec<(u64, usize)>>,
+}
+
 /// Transition budgets: how many times each transition and category may still be used. The
 /// walk draws without replacement, so one pass reproduces the fitted counts (the paper's
 /// generator visits states round-robin for the same reason) and refills when it runs dry.
 #[derive(Debug, Clone)]
 struct Budgets {
-    rows: FxHashMap<(u32, u64, u32), Row>,
-    flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
+    /// Per row (`Rows`): the transitions still to come that start inside it and live deeper.
+    stay: Vec<u64>,
     remaining: Vec<u64>,
     all: Fenwick,
     /// The sum of `remaining` (kept, not queried from `all`, on every request).
@@ -230,6 +242,7 @@ struct StreamModel {
     keys: Vec<TransKey>,
     cats: Vec<Vec<(Category, Gap)>>,
     initial: Budgets,
+    rows: Rows,
     leaves: Weighted,
     reuse: Buckets,
     reuse_total: u64,
@@ -552,9 +565,9 @@ impl Sampler {
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
         let picked = if self.flat {
-            self.flat_move(b, leaf, rng)
+            self.flat_move(s, b, leaf, rng)
         } else {
-            self.tree_move(b, leaf, rng)
+            self.tree_move(s, b, leaf, rng)
         };
         match picked {
             Some((t, q)) => self.consume(s, b, t, q, rng),
@@ -576,29 +589,36 @@ impl Sampler {
         b.remaining[t] -= 1;
         b.left -= 1;
         b.all.add(t, -1);
-        let key = s.keys[t];
-        if !self.flat {
-            remove_stay(&mut b.rows, &self.tree, &key);
+        for &r in &s.rows.stays_of[t] {
+            let stay = &mut b.stay[r as usize];
+            *stay = stay.saturating_sub(1);
         }
         let (cat, iat) = &s.cats[t][c];
         (*cat, q, iat.sample(rng))
     }
 
     /// Top-down: at each level move to a sibling or stay and look deeper.
-    fn tree_move(&self, b: &mut Budgets, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(usize, u64)> {
+    fn tree_move(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        leaf: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<(usize, u64)> {
         let t = &self.tree;
         for d in 0..t.levels {
             let node = t.ancestor(leaf, d);
             let x = t.digit(leaf, d);
-            let row = b.rows.get(&(d, node, x))?;
-            let moves: u64 = row.moves.iter().map(|m| b.remaining[m.1]).sum();
-            let stay = if d + 1 < t.levels { row.stay } else { 0 };
+            let row = *s.rows.index.get(&(d, node, x))? as usize;
+            let row_moves = &s.rows.moves[row];
+            let moves: u64 = row_moves.iter().map(|m| b.remaining[m.1]).sum();
+            let stay = if d + 1 < t.levels { b.stay[row] } else { 0 };
             if moves + stay == 0 {
                 return None;
             }
             let mut u = rng.random_range(0..moves + stay);
             if u < moves {
-                for &(y, idx) in &row.moves {
+                for &(y, idx) in row_moves {
                     let r = b.remaining[idx];
                     if u < r {
                         let child = node * t.fanout as u64 + y;
@@ -625,8 +645,14 @@ impl Sampler {
         node
     }
 
-    fn flat_move(&self, b: &mut Budgets, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(usize, u64)> {
-        let row = b.flat_rows.get(&leaf)?;
+    fn flat_move(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        leaf: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<(usize, u64)> {
+        let row = s.rows.flat.get(&leaf)?;
         let total: u64 = row.iter().map(|m| b.remaining[m.1]).sum();
         if total == 0 {
             return None;
@@ -1064,9 +1090,10 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     let n = transitions.len();
     let mut keys = Vec::with_capacity(n);
     let mut cats = Vec::with_capacity(n);
+    let mut rows: FxHashMap<(u32, u64, u32), Row> = FxHashMap::default();
+    let mut flat_rows: FxHashMap<u64, Vec<(u64, usize)>> = FxHashMap::default();
     let mut b = Budgets {
-        rows: FxHashMap::default(),
-        flat_rows: FxHashMap::default(),
+        stay: Vec::new(),
         remaining: Vec::with_capacity(n),
         all: Fenwick::new(n.max(1)),
         left: 0,
@@ -1076,7 +1103,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     for (idx, t) in transitions.iter().enumerate() {
         let key = if flat {
             let (from, to) = (int(t, "from_leaf")?, int(t, "to_leaf")?);
-            b.flat_rows.entry(from).or_default().push((to, idx));
+            flat_rows.entry(from).or_default().push((to, idx));
             TransKey {
                 depth: super::stats::FLAT_DEPTH,
                 prefix: from,
@@ -1090,8 +1117,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
                 from: int(t, "from")? as u32,
                 to: int(t, "to")? as u32,
             };
-            b.rows
-                .entry((key.depth, key.prefix, key.from))
+            rows.entry((key.depth, key.prefix, key.from))
                 .or_default()
                 .moves
                 .push((key.to as u64, idx));
@@ -1112,7 +1138,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         }
         let total: u64 = counts.iter().sum();
         if !flat {
-            add_stays(&mut b.rows, tree, &key, total);
+            add_stays(&mut rows, tree, &key, total);
         }
         b.remaining.push(total);
         b.all.add(idx, total as i64);
@@ -1121,6 +1147,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         keys.push(key);
         cats.push(list);
     }
+    let rows = dense_rows(rows, flat_rows, tree, &keys, flat, &mut b);
     for e in v
         .get("entries")
         .and_then(Value::as_array)
@@ -1170,6 +1197,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         keys,
         cats,
         initial: b,
+        rows,
         leaves,
         reuse,
         reuse_total,
@@ -1216,12 +1244,32 @@ fn add_stays(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &Tran
     }
 }
 
-fn remove_stay(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &TransKey) {
-    for r in stay_rows(tree, key) {
-        if let Some(row) = rows.get_mut(&r) {
-            row.stay = row.stay.saturating_sub(1);
-        }
+/// The rows numbered (their stay budgets into `b.stay`), with each transition's stay rows.
+fn dense_rows(
+    rows: FxHashMap<(u32, u64, u32), Row>,
+    flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
+    tree: &Tree,
+    keys: &[TransKey],
+    flat: bool,
+    b: &mut Budgets,
+) -> Rows {
+    let mut out = Rows {
+        flat: flat_rows,
+        ..Rows::default()
+    };
+    for (key, row) in rows {
+        out.index.insert(key, out.moves.len() as u32);
+        out.moves.push(row.moves);
+        b.stay.push(row.stay);
     }
+    out.stays_of = keys
+        .iter()
+        .map(|key| match flat {
+            true => Vec::new(),
+            false => stay_rows(tree, key).map(|r| out.index[&r]).collect(),
+        })
+        .collect();
+    out
 }
 
 fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32)> {
