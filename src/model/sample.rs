@@ -123,42 +123,69 @@ fn triple(v: &Value) -> Result<(u64, u64, u64), Err> {
     Ok((g(0)?, g(1)?, g(2)?))
 }
 
-/// An inter-arrival distribution ready to sample. Empirical histograms keep running sums, so
-/// a draw is a binary search instead of two passes over their buckets (the same draws as
-/// `Iat::sample`).
+/// An inter-arrival distribution ready to sample. Empirical histograms keep 32-bit running
+/// sums in blocks of 16 (one cache line) under an index of each block's last sum, so a draw
+/// reads about three cache lines instead of two passes over the buckets; the bucket drawn is
+/// the same as `Iat::sample`'s (histograms of 2^32 counts or more sample through it).
 #[derive(Debug, Clone)]
 enum Gap {
     Empirical {
-        buckets: Vec<(u64, u64, u64)>,
-        cum: Vec<u64>,
+        total: u64,
+        /// Running sums of the counts, and every 16th one (the last of each block).
+        cum: Vec<u32>,
+        ends: Vec<u32>,
+        /// Each bucket's [lo, hi).
+        bounds: Vec<(u64, u64)>,
     },
     Parametric(Iat),
 }
 
+const GAP_BLOCK: usize = 16;
+
 impl Gap {
     fn new(iat: Iat) -> Gap {
-        match iat {
-            Iat::Empirical { buckets } => {
-                let cum = buckets
-                    .iter()
-                    .scan(0u64, |acc, b| {
-                        *acc += b.2;
-                        Some(*acc)
-                    })
-                    .collect();
-                Gap::Empirical { buckets, cum }
-            }
-            other => Gap::Parametric(other),
+        let Iat::Empirical { buckets } = &iat else {
+            return Gap::Parametric(iat);
+        };
+        let total: u64 = buckets.iter().map(|b| b.2).sum();
+        if total > u32::MAX as u64 {
+            return Gap::Parametric(iat);
+        }
+        let cum: Vec<u32> = buckets
+            .iter()
+            .scan(0u32, |acc, b| {
+                *acc += b.2 as u32;
+                Some(*acc)
+            })
+            .collect();
+        let ends = cum.chunks(GAP_BLOCK).map(|c| c[c.len() - 1]).collect();
+        let bounds = buckets.iter().map(|b| (b.0, b.1)).collect();
+        Gap::Empirical {
+            total,
+            cum,
+            ends,
+            bounds,
         }
     }
 
     fn sample(&self, rng: &mut Pcg64Mcg) -> f64 {
         match self {
-            Gap::Empirical { buckets, cum } => {
-                let n = cum.last().copied().unwrap_or(0);
-                let pick = rng.random_range(0..n.max(1));
-                let v = match buckets.get(cum.partition_point(|&c| c <= pick)) {
-                    Some(&(lo, hi, _)) => lo as f64 + rng.random::<f64>() * (hi - lo) as f64,
+            Gap::Empirical {
+                total,
+                cum,
+                ends,
+                bounds,
+            } => {
+                let pick = rng.random_range(0..(*total).max(1)) as u32;
+                // the first bucket whose running sum exceeds the pick (none when empty)
+                let block = ends.iter().take_while(|&&c| c <= pick).count() * GAP_BLOCK;
+                let within = cum[block.min(cum.len())..]
+                    .iter()
+                    .take(GAP_BLOCK)
+                    .take_while(|&&c| c <= pick)
+                    .count();
+                let v = match bounds.get(block + within) {
+                    Some(&(lo, hi)) => lo as f64 + rng.random::<f64>() * (hi - lo) as f64,
                     None => 0.0,
                 };
                 v.max(0.0)
@@ -1340,6 +1367,32 @@ mod tests {
                 "span {span}"
             );
             assert!(c.ts_ns.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+
+    #[test]
+    fn gaps_draw_as_the_distributions_they_prepare() {
+        let mut shape = Pcg64Mcg::seed_from_u64(3);
+        for n in [0usize, 1, 15, 16, 17, 145, 300] {
+            let buckets: Vec<(u64, u64, u64)> = (0..n as u64)
+                .map(|i| {
+                    (
+                        i * 100,
+                        i * 100 + 1 + shape.random_range(0..99),
+                        shape.random_range(0..4),
+                    )
+                })
+                .collect();
+            let iat = Iat::Empirical { buckets };
+            let gap = Gap::new(iat.clone());
+            assert!(matches!(gap, Gap::Empirical { .. }));
+            let (mut a, mut b) = (
+                Pcg64Mcg::seed_from_u64(n as u64),
+                Pcg64Mcg::seed_from_u64(n as u64),
+            );
+            for _ in 0..2000 {
+                assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
+            }
         }
     }
 
