@@ -1092,6 +1092,18 @@ impl Iterator for Synth {
 /// placing each one's offset in that order (`place(stream position, step)`).
 fn merge_streams(parts: Vec<StreamPart>, mut place: impl FnMut(usize, Step) -> Output) -> Columns {
     let n: usize = parts.iter().map(|p| p.0.len()).sum();
+    if let [(times, steps, id)] = &parts[..] {
+        if times.is_sorted() {
+            // one stream in time order already: the merge is the identity
+            let t0 = times.first().copied().unwrap_or(0);
+            let mut out = Columns::with_capacity(n);
+            for (&t, &step) in times.iter().zip(steps) {
+                let (op, off, size) = place(0, step);
+                out.push(t - t0, *id, op, off, size);
+            }
+            return out;
+        }
+    }
     let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(n); // (time, part, index)
     for (pi, (times, _, _)) in parts.iter().enumerate() {
         for (j, &t) in times.iter().enumerate() {
