@@ -13,10 +13,9 @@ use rustc_hash::FxHashMap;
 
 /// Re-references count reuse of 4 KiB blocks.
 pub const BLOCK: u64 = 4096;
-/// A table of last touches takes at most this many cells more than the history's length.
-const TABLE_SLACK: u64 = 1 << 24;
-/// Table cell of a block never touched.
-const NEVER: u32 = u32::MAX;
+/// A table of last touches is kept where the space has at most this many blocks per request
+/// of the history (so it costs at most 16 bytes a request; sparser histories use a map).
+const TABLE_BLOCKS_PER_REQUEST: u64 = 4;
 
 /// A stream's (or all streams') history of touched blocks.
 pub struct History {
@@ -38,10 +37,10 @@ impl History {
     /// A history of up to `n` requests on a space of `capacity` bytes (n below 2^32 - 1).
     pub fn new(n: usize, capacity: u64) -> History {
         let blocks = capacity / BLOCK + 1;
-        let limit = (n as u64).saturating_mul(4).saturating_add(TABLE_SLACK);
-        let last = if blocks <= limit {
-            let mut table = huge_capacity(blocks as usize);
-            table.resize(blocks as usize, NEVER);
+        let last = if blocks <= (n as u64).saturating_mul(TABLE_BLOCKS_PER_REQUEST) {
+            // zeroed memory comes untouched from the kernel: pages appear as blocks are touched
+            let table = vec![0u32; blocks as usize];
+            advise_huge(&table);
             LastTouch::Table(table)
         } else {
             LastTouch::Map(FxHashMap::default())
@@ -49,7 +48,11 @@ impl History {
         History {
             latest: RankSet::new(n.max(1)),
             last,
-            touches: huge_capacity(n),
+            touches: {
+                let v = Vec::with_capacity(n);
+                advise_huge(&v);
+                v
+            },
             leaf_index: FxHashMap::default(),
             leaves: Vec::new(),
             marks: 0,
@@ -116,25 +119,24 @@ impl History {
     }
 }
 
-/// An empty vector with room for `n` items, whose memory the kernel is asked to back with
-/// huge pages where it is large: the history is read at random positions, and with 4 KiB
-/// pages nearly every such read also missed the TLB (a page walk, costly in a VM). Only a
-/// hint: where the kernel declines, nothing changes.
-fn huge_capacity<T>(n: usize) -> Vec<T> {
-    let v = Vec::with_capacity(n);
+/// Asks the kernel to back a large vector's memory (its capacity) with huge pages: the history
+/// is read at random positions, and with 4 KiB pages nearly every such read also missed the
+/// TLB (a page walk, costly in a VM). Only a hint, given before the pages are touched: where
+/// the kernel declines, nothing changes.
+fn advise_huge<T>(v: &Vec<T>) {
     let bytes = v.capacity() * std::mem::size_of::<T>();
-    if bytes >= HUGE_MIN {
-        let start = (v.as_ptr() as usize).next_multiple_of(PAGE);
-        let end = (v.as_ptr() as usize + bytes) & !(PAGE - 1);
-        if end > start {
-            // SAFETY: the range lies inside the vector's own allocation; madvise only hints
-            // how to back it and neither reads nor moves memory.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
+    if bytes < HUGE_MIN {
+        return;
+    }
+    let start = (v.as_ptr() as usize).next_multiple_of(PAGE);
+    let end = (v.as_ptr() as usize + bytes) & !(PAGE - 1);
+    if end > start {
+        // SAFETY: the range lies inside the vector's own allocation; madvise only hints how
+        // to back it and neither reads nor moves memory.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
     }
-    v
 }
 
 const PAGE: usize = 4096;
@@ -152,6 +154,7 @@ struct Touch {
 /// Where each block was last touched: a table by block where the space is small enough
 /// (one memory access, no hashing), a map otherwise.
 enum LastTouch {
+    /// Per block: 0 never touched, else its latest position + 1.
     Table(Vec<u32>),
     Map(FxHashMap<u64, u32>),
 }
@@ -159,7 +162,7 @@ enum LastTouch {
 impl LastTouch {
     fn get(&self, block: u64) -> Option<u32> {
         match self {
-            LastTouch::Table(t) => t.get(block as usize).copied().filter(|&p| p != NEVER),
+            LastTouch::Table(t) => t.get(block as usize).and_then(|&c| c.checked_sub(1)),
             LastTouch::Map(m) => m.get(&block).copied(),
         }
     }
@@ -169,9 +172,9 @@ impl LastTouch {
             LastTouch::Table(t) => {
                 let b = block as usize;
                 if b >= t.len() {
-                    t.resize(b + 1, NEVER); // an offset past the capacity (alignment)
+                    t.resize(b + 1, 0); // an offset past the capacity (alignment)
                 }
-                Some(std::mem::replace(&mut t[b], pos)).filter(|&p| p != NEVER)
+                std::mem::replace(&mut t[b], pos + 1).checked_sub(1)
             }
             LastTouch::Map(m) => m.insert(block, pos),
         }
@@ -505,6 +508,30 @@ mod tests {
                 assert_eq!(flags.pred(i), reference.range(..=i).next_back().copied());
                 assert_eq!(flags.succ(i), reference.range(i..).next().copied());
             }
+        }
+    }
+
+    #[test]
+    fn short_histories_on_large_spaces_keep_a_map() {
+        // many streams of a few requests each must not hold a table of the whole space
+        assert!(matches!(
+            History::new(1000, 64 << 30).last,
+            LastTouch::Map(_)
+        ));
+        assert!(matches!(
+            History::new(1 << 20, 1 << 30).last,
+            LastTouch::Table(_)
+        ));
+        for n in [1000, 1 << 20] {
+            let mut h = History::new(n, 1 << 30);
+            for (i, off) in [0u64, 8192, 4096 * 7, 100, 8192 + 4095]
+                .into_iter()
+                .enumerate()
+            {
+                assert_eq!(h.seen(off), [false, false, false, true, true][i]);
+                h.touch(off, off / 10_000);
+            }
+            assert_eq!(h.marks, 3);
         }
     }
 
