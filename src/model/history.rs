@@ -5,9 +5,10 @@
 //!
 //! Every structure answers exactly what a Fenwick tree over positions and one ordered set of
 //! positions per leaf answered before (the same re-references, byte for byte), but keeps its
-//! hot part small: one bit per position with counts per 512 of them (a Fenwick tree 512
-//! times smaller, which stays in cache), and per leaf an append-only list of positions with a bit
+//! hot part small: one bit per position with counts per 512 of them (a Fenwick tree 512 times
+//! smaller, which stays in cache), and per leaf an append-only list of positions with a bit
 //! tree of the live ones (positions only grow, so lists stay sorted without a search tree).
+//! Positions are 32-bit: a history holds fewer than 2^32 - 1 requests.
 
 use rustc_hash::FxHashMap;
 
