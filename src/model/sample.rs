@@ -278,7 +278,7 @@ struct StreamModel {
     resume_total: u64,
 }
 
-/// A histogram as the model document keeps it: [lo, hi, count] buckets.
+/// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
 type Buckets = Vec<(u64, u64, u64)>;
 
 /// A model ready to sample.
@@ -823,16 +823,14 @@ impl Sampler {
     }
 }
 
-/// A value from a [lo, hi, count] histogram of `total` counts (uniform inside its bucket).
+/// A value from a histogram of `total` counts (uniform inside its bucket): the bucket whose
+/// running sum first exceeds a uniform draw below the total (a search, not a scan).
 fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
-    let mut u = rng.random_range(0..total);
-    for &(lo, hi, c) in buckets {
-        if u < c {
-            return rng.random_range(lo..hi.max(lo + 1));
-        }
-        u -= c;
+    let u = rng.random_range(0..total);
+    match buckets.get(buckets.partition_point(|b| b.2 <= u)) {
+        Some(&(lo, hi, _)) => rng.random_range(lo..hi.max(lo + 1)),
+        None => 0,
     }
-    0
 }
 
 /// The offset of an old request to re-issue: its block lies in the transition's target leaf,
@@ -1245,11 +1243,18 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     })
 }
 
-/// A stream's [lo, hi, count] histogram `key` (empty when absent) and its total count.
+/// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
+/// of the counts, and its total count.
 fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
     let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
-    let b = list.map(triple).collect::<Result<Vec<_>, _>>()?;
-    let total = b.iter().map(|x| x.2).sum();
+    let mut total = 0u64;
+    let b = list
+        .map(|x| {
+            let (lo, hi, count) = triple(x)?;
+            total += count;
+            Ok((lo, hi, total))
+        })
+        .collect::<Result<Vec<_>, Err>>()?;
     Ok((b, total))
 }
 
