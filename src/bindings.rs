@@ -10,7 +10,7 @@ use crate::stats::characterize::{
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 fn vec_bytes<'py, T: Copy>(py: Python<'py>, v: &[T]) -> Bound<'py, PyBytes> {
     // SAFETY: T is a plain integer type; its bytes are read in native (little-endian) order.
@@ -768,13 +768,14 @@ fn finalize_characterization<'py>(
     summary_to_py(py, &summary)
 }
 
-/// Generates a synthetic trace from a model document; returns canonical column bytes.
+/// Generates a synthetic trace from a model document (its JSON text or the parsed dict);
+/// returns canonical column bytes.
 #[pyfunction]
-#[pyo3(signature = (model_json, requests, duration_ns, intensity, compress, seed, uniform))]
+#[pyo3(signature = (model, requests, duration_ns, intensity, compress, seed, uniform))]
 #[allow(clippy::too_many_arguments)]
 fn synth_model<'py>(
     py: Python<'py>,
-    model_json: &str,
+    model: &Bound<'py, PyAny>,
     requests: Option<u64>,
     duration_ns: Option<i64>,
     intensity: f64,
@@ -782,10 +783,8 @@ fn synth_model<'py>(
     seed: u64,
     uniform: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use crate::model::sample::{Sampler, SynthParams};
-    let doc: serde_json::Value = serde_json::from_str(model_json)
-        .map_err(|e| PyValueError::new_err(format!("model is not JSON: {e}")))?;
-    let sampler = Sampler::from_json(&doc).map_err(PyValueError::new_err)?;
+    use crate::model::sample::SynthParams;
+    let sampler = model_sampler(model)?;
     let params = SynthParams {
         requests,
         duration_ns,
@@ -796,6 +795,67 @@ fn synth_model<'py>(
     };
     let cols = py.detach(|| sampler.generate(&params));
     columns_to_py(py, &cols)
+}
+
+/// A sampler from a model document: JSON text, or the dict Python parsed it into (read as it
+/// is, which spares a json.dumps and a second parse of a document of tens of MiB).
+fn model_sampler(model: &Bound<'_, PyAny>) -> PyResult<crate::model::sample::Sampler> {
+    let doc = match model.cast::<PyString>() {
+        Ok(text) => serde_json::from_str(text.to_str()?)
+            .map_err(|e| PyValueError::new_err(format!("model is not JSON: {e}")))?,
+        Err(_) => json_value(model)?,
+    };
+    crate::model::sample::Sampler::from_json(&doc).map_err(PyValueError::new_err)
+}
+
+/// A Python value as the JSON value `json.dumps` would write for it.
+fn json_value(v: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    use serde_json::Value;
+    if v.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = v.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = v.cast::<PyInt>() {
+        if let Ok(n) = i.extract::<i64>() {
+            return Ok(n.into());
+        }
+        if let Ok(n) = i.extract::<u64>() {
+            return Ok(n.into());
+        }
+    }
+    if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() {
+        // read from the text json.dumps writes, as serde_json reads it (its fast float parse
+        // may differ from Python's value in the last bit): the same draws as the text path
+        let text = v.repr()?;
+        return serde_json::from_str(text.to_str()?)
+            .map_err(|e| PyValueError::new_err(format!("model is not JSON: {text}: {e}")));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(Value::String(s.to_str()?.to_owned()));
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut map = serde_json::Map::with_capacity(d.len());
+        for (k, item) in d.iter() {
+            let key = match json_value(&k)? {
+                Value::String(s) => s,
+                other => other.to_string(), // json.dumps writes non-string keys as text
+            };
+            map.insert(key, json_value(&item)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if let Ok(list) = v.cast::<PyList>() {
+        return list.iter().map(|x| json_value(&x)).collect();
+    }
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().map(|x| json_value(&x)).collect();
+    }
+    Err(PyValueError::new_err(format!(
+        "model is not JSON: a value of type {} in it",
+        v.get_type().name()?
+    )))
 }
 
 /// (accesses, distinct blocks, LRU miss ratio at each cache size in blocks); see `stats::mrc`.
@@ -903,8 +963,8 @@ type TraceBuffers<'py> = (
 
 #[pymethods]
 impl EngineRun {
-    /// Starts a run. The source is a model (`model_json` with `requests` or `synth_duration_ns`,
-    /// intensity, compress, seed) or a trace's columns (`trace`: ts_ns, stream, op, offset,
+    /// Starts a run. The source is a model (`model_json`: its text or dict; with `requests` or
+    /// `synth_duration_ns`, intensity, compress, seed) or a trace's columns (`trace`: ts_ns, stream, op, offset,
     /// size buffers). The target is one file or device (`paths` of one), mapped onto
     /// proportionally, or replica files with their (base, size) on the virtual device
     /// (`files`).
@@ -926,7 +986,7 @@ impl EngineRun {
         target_size: u64,
         align: u64,
         record: bool,
-        model_json: Option<&str>,
+        model_json: Option<Bound<'py, PyAny>>,
         requests: Option<u64>,
         synth_duration_ns: Option<i64>,
         intensity: f64,
@@ -936,17 +996,15 @@ impl EngineRun {
         files: Option<Vec<(u64, u64)>>,
     ) -> PyResult<Self> {
         use crate::engine::{Config, Extent, Kind, Layout, Mapper, Mode, Progress, Source};
-        use crate::model::sample::{Sampler, SynthParams};
+        use crate::model::sample::SynthParams;
         let kind = match engine {
             "io_uring" => Kind::IoUring,
             "threads" => Kind::Threads,
             other => return Err(PyValueError::new_err(format!("unknown engine '{other}'"))),
         };
         let source = match (model_json, trace) {
-            (Some(text), None) => {
-                let doc: serde_json::Value = serde_json::from_str(text)
-                    .map_err(|e| PyValueError::new_err(format!("model is not JSON: {e}")))?;
-                let sampler = Sampler::from_json(&doc).map_err(PyValueError::new_err)?;
+            (Some(model), None) => {
+                let sampler = model_sampler(&model)?;
                 let p = SynthParams {
                     requests,
                     duration_ns: synth_duration_ns,

@@ -406,10 +406,9 @@ def step_profile(trace_path: str, model_path: str, requests: int, out: str) -> N
 
     plain = model.fit(iotwin.load_trace(trace_path), levels=LEVELS, fanout=FANOUT, reref=False).doc
     for label, m in (("on", model.Model.load(model_path).doc), ("off", plain)):
-        text = json.dumps(m)
         raw = timed(
             f"synth {count(requests)}: core, re-references {label}",
-            lambda text=text: _core.synth_model(text, requests, None, 1.0, 1.0, 2, False),
+            lambda m=m: _core.synth_model(m, requests, None, 1.0, 1.0, 2, False),
         )
         df = timed(
             f"synth {count(requests)}: to DataFrame ({label})",
@@ -585,8 +584,8 @@ def findings(n: int, pn: int, times: dict[str, dict[str, Any]], splits: dict[str
 - synth: re-references dominate: at {count(pn)} requests the core takes {s_on:.2f} s with
   the default model, {s_off:.2f} s with a model fitted without re-references
   ({s_on / s_off:.0f}x), and the default model's cost {growth}:
-  {per_pn:.2f} us/request at {count(pn)}, {per_n:.2f} us/request at {count(n)} (the LRU stack
-  of the stream's history: Fenwick tree and per-leaf position sets, O(log n) per request).
+  {per_pn:.2f} us/request at {count(pn)}, {per_n:.2f} us/request at {count(n)} (the stream's
+  history of touched blocks, read at random positions, outgrows the caches: src/model/history.rs).
 """
 
 

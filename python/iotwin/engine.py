@@ -8,7 +8,6 @@ SIGTERM into "stop issuing, drain, report partial", and renders what came back.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import stat
@@ -396,7 +395,7 @@ def run(
             if not v > 0:
                 raise IotwinError(f"--{name} must be positive")
         kwargs = dict(
-            model_json=json.dumps(doc),
+            model_json=doc,  # the core reads the dict itself
             requests=requests,
             synth_duration_ns=synth_ns,
             intensity=float(opts.intensity),

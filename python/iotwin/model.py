@@ -112,7 +112,7 @@ class Model:
         duration_ns = None if duration_s is None else int(duration_s * 1e9)
         doc = expand_types(self.doc)
         cols = _core.synth_model(
-            json.dumps(doc),
+            doc,  # the core reads the dict itself: no json.dumps of a model of tens of MiB
             requests,
             duration_ns,
             float(intensity),

@@ -6,6 +6,7 @@ pub mod count;
 pub mod dist;
 pub mod finalize;
 pub mod hist;
+pub mod history;
 pub mod lastseen;
 pub mod partition;
 pub mod pipeline;

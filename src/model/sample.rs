@@ -10,6 +10,7 @@
 
 use super::dist::Iat;
 use super::finalize::kind_code;
+use super::history::History;
 use super::stats::{
     Category, Fenwick, RecentEnds, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
@@ -19,9 +20,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
-use std::collections::BTreeSet;
 
-const REREF_BLOCK: u64 = 4096;
 /// How many stack entries a re-reference may look past its drawn distance for its leaf.
 const REREF_SEARCH: u64 = 1024;
 /// How often a cold request re-draws an offset that landed on an old block.
@@ -38,6 +37,8 @@ struct Step {
 }
 /// A stream's walked requests: (times, steps, stream id).
 type StreamPart = (Vec<i64>, Vec<Step>, u32);
+/// Below this many requests in all, streams walk one after another (threads cost more).
+const PARALLEL_WALK_MIN: u64 = 100_000;
 /// Salt of the placement generators (apart from the walks', so both modes draw alike).
 const PLACE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
 
@@ -122,6 +123,78 @@ fn triple(v: &Value) -> Result<(u64, u64, u64), Err> {
     Ok((g(0)?, g(1)?, g(2)?))
 }
 
+/// An inter-arrival distribution ready to sample. Empirical histograms keep 32-bit running
+/// sums in blocks of 16 (one cache line) under an index of each block's last sum, so a draw
+/// reads about three cache lines instead of two passes over the buckets; the bucket drawn is
+/// the same as `Iat::sample`'s (histograms of 2^32 counts or more sample through it).
+#[derive(Debug, Clone)]
+enum Gap {
+    Empirical {
+        total: u64,
+        /// Running sums of the counts, and every 16th one (the last of each block).
+        cum: Vec<u32>,
+        ends: Vec<u32>,
+        /// Each bucket's [lo, hi).
+        bounds: Vec<(u64, u64)>,
+    },
+    Parametric(Iat),
+}
+
+const GAP_BLOCK: usize = 16;
+
+impl Gap {
+    fn new(iat: Iat) -> Gap {
+        let Iat::Empirical { buckets } = &iat else {
+            return Gap::Parametric(iat);
+        };
+        let total: u64 = buckets.iter().map(|b| b.2).sum();
+        if total > u32::MAX as u64 {
+            return Gap::Parametric(iat);
+        }
+        let cum: Vec<u32> = buckets
+            .iter()
+            .scan(0u32, |acc, b| {
+                *acc += b.2 as u32;
+                Some(*acc)
+            })
+            .collect();
+        let ends = cum.chunks(GAP_BLOCK).map(|c| c[c.len() - 1]).collect();
+        let bounds = buckets.iter().map(|b| (b.0, b.1)).collect();
+        Gap::Empirical {
+            total,
+            cum,
+            ends,
+            bounds,
+        }
+    }
+
+    fn sample(&self, rng: &mut Pcg64Mcg) -> f64 {
+        match self {
+            Gap::Empirical {
+                total,
+                cum,
+                ends,
+                bounds,
+            } => {
+                let pick = rng.random_range(0..(*total).max(1)) as u32;
+                // the first bucket whose running sum exceeds the pick (none when empty)
+                let block = ends.iter().take_while(|&&c| c <= pick).count() * GAP_BLOCK;
+                let within = cum[block.min(cum.len())..]
+                    .iter()
+                    .take(GAP_BLOCK)
+                    .take_while(|&&c| c <= pick)
+                    .count();
+                let v = match bounds.get(block + within) {
+                    Some(&(lo, hi)) => lo as f64 + rng.random::<f64>() * (hi - lo) as f64,
+                    None => 0.0,
+                };
+                v.max(0.0)
+            }
+            Gap::Parametric(iat) => iat.sample(rng),
+        }
+    }
+}
+
 /// Counted alternatives (children, target leaves), drawn by count.
 #[derive(Debug, Clone, Default)]
 struct Weighted {
@@ -159,13 +232,25 @@ struct Row {
     stay: u64,
 }
 
+/// A stream's table rows, fixed once built: (depth, node, from) -> row number, each row's
+/// moves, and per transition the rows whose stay counts it (so using a transition updates
+/// them by number, without hashing). Their stay budgets live in `Budgets::stay`.
+#[derive(Debug, Clone, Default)]
+struct Rows {
+    index: FxHashMap<(u32, u64, u32), u32>,
+    moves: Vec<Vec<(u64, usize)>>,
+    stays_of: Vec<Vec<u32>>,
+    /// Flat models: leaf -> (to, transition index).
+    flat: FxHashMap<u64, Vec<(u64, usize)>>,
+}
+
 /// Transition budgets: how many times each transition and category may still be used. The
 /// walk draws without replacement, so one pass reproduces the fitted counts (the paper's
 /// generator visits states round-robin for the same reason) and refills when it runs dry.
 #[derive(Debug, Clone)]
 struct Budgets {
-    rows: FxHashMap<(u32, u64, u32), Row>,
-    flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
+    /// Per row (`Rows`): the transitions still to come that start inside it and live deeper.
+    stay: Vec<u64>,
     remaining: Vec<u64>,
     all: Fenwick,
     /// The sum of `remaining` (kept, not queried from `all`, on every request).
@@ -182,8 +267,9 @@ struct StreamModel {
     first: Option<(u64, Category)>,
     windows: Vec<u64>,
     keys: Vec<TransKey>,
-    cats: Vec<Vec<(Category, Iat)>>,
+    cats: Vec<Vec<(Category, Gap)>>,
     initial: Budgets,
+    rows: Rows,
     leaves: Weighted,
     reuse: Buckets,
     reuse_total: u64,
@@ -192,7 +278,7 @@ struct StreamModel {
     resume_total: u64,
 }
 
-/// A histogram as the model document keeps it: [lo, hi, count] buckets.
+/// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
 type Buckets = Vec<(u64, u64, u64)>;
 
 /// A model ready to sample.
@@ -249,20 +335,63 @@ impl Sampler {
     /// (categories, target leaves, times), then offsets are placed in the merged time order.
     pub fn generate(&self, p: &SynthParams) -> Columns {
         let counts = self.requests_per_stream(p);
-        let mut parts: Vec<StreamPart> = Vec::with_capacity(self.streams.len());
-        let mut lengths = Vec::with_capacity(self.streams.len());
-        for (s, &n) in self.streams.iter().zip(&counts) {
-            let quotas = self.window_quotas(s, p, n);
-            let n = quotas.iter().map(|q| q.2).sum::<u64>();
+        let quotas: Vec<_> = self
+            .streams
+            .iter()
+            .zip(&counts)
+            .map(|(s, &n)| self.window_quotas(s, p, n))
+            .collect();
+        let lengths: Vec<u64> = quotas.iter().map(|q| q.iter().map(|w| w.2).sum()).collect();
+        let parts = self.walk_streams(&quotas, &lengths, p);
+        let mut placer = Placer::new(self, &lengths, p.seed);
+        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
+    }
+
+    /// Each stream's walk (times, steps, id). Streams walk independently, each with its own
+    /// generator, so they share the machine's cores (largest first) with the same result.
+    fn walk_streams(
+        &self,
+        quotas: &[Vec<(f64, f64, u64)>],
+        lengths: &[u64],
+        p: &SynthParams,
+    ) -> Vec<StreamPart> {
+        let one = |k: usize| {
+            let (s, n) = (&self.streams[k], lengths[k]);
             let mut st = self.walk_state(s, n, p.seed);
             let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
             self.walk(s, &mut st, n, p.uniform, &mut steps, &mut gaps);
-            let times = place_times(&quotas, &gaps, p.intensity);
-            parts.push((times, steps, s.id));
-            lengths.push(n);
+            let times = place_times(&quotas[k], &gaps, p.intensity);
+            (times, steps, s.id)
+        };
+        let total: u64 = lengths.iter().sum();
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let largest = lengths.iter().copied().max().unwrap_or(0);
+        if cores < 2 || total < PARALLEL_WALK_MIN || largest * 10 > total * 9 {
+            return (0..self.streams.len()).map(one).collect();
         }
-        let mut placer = Placer::new(self, &lengths, p.seed);
-        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
+        let mut order: Vec<usize> = (0..self.streams.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(lengths[k]));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut done: Vec<(usize, StreamPart)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..cores.min(self.streams.len()))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&k) = order.get(i) else { break mine };
+                            mine.push((k, one(k)));
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().expect("walk thread panicked"))
+                .collect()
+        });
+        done.sort_unstable_by_key(|d| d.0);
+        done.into_iter().map(|d| d.1).collect()
     }
 
     /// The same requests as `generate`, in the same order, produced on the fly: each stream
@@ -310,7 +439,7 @@ impl Sampler {
             rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id)),
             budget: s.initial.clone(),
             cur: None,
-            reref: own_history.then(|| Reref::new(n as usize)),
+            reref: own_history.then(|| History::new(n as usize, self.tree.capacity)),
             recent: RecentEnds::default(),
             i: 0,
         }
@@ -438,7 +567,7 @@ impl Sampler {
                     self.place(s, &cat, target, recent, reref.as_ref(), None, rng)
                 };
                 if let Some(r) = reref.as_mut() {
-                    r.touch(*i as usize, offset, self.tree.leaf_of(offset));
+                    r.touch(offset, self.tree.leaf_of(offset));
                 }
                 recent.next(offset, size);
                 *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
@@ -463,9 +592,9 @@ impl Sampler {
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
         let picked = if self.flat {
-            self.flat_move(b, leaf, rng)
+            self.flat_move(s, b, leaf, rng)
         } else {
-            self.tree_move(b, leaf, rng)
+            self.tree_move(s, b, leaf, rng)
         };
         match picked {
             Some((t, q)) => self.consume(s, b, t, q, rng),
@@ -487,29 +616,36 @@ impl Sampler {
         b.remaining[t] -= 1;
         b.left -= 1;
         b.all.add(t, -1);
-        let key = s.keys[t];
-        if !self.flat {
-            remove_stay(&mut b.rows, &self.tree, &key);
+        for &r in &s.rows.stays_of[t] {
+            let stay = &mut b.stay[r as usize];
+            *stay = stay.saturating_sub(1);
         }
         let (cat, iat) = &s.cats[t][c];
         (*cat, q, iat.sample(rng))
     }
 
     /// Top-down: at each level move to a sibling or stay and look deeper.
-    fn tree_move(&self, b: &mut Budgets, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(usize, u64)> {
+    fn tree_move(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        leaf: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<(usize, u64)> {
         let t = &self.tree;
         for d in 0..t.levels {
             let node = t.ancestor(leaf, d);
             let x = t.digit(leaf, d);
-            let row = b.rows.get(&(d, node, x))?;
-            let moves: u64 = row.moves.iter().map(|m| b.remaining[m.1]).sum();
-            let stay = if d + 1 < t.levels { row.stay } else { 0 };
+            let row = *s.rows.index.get(&(d, node, x))? as usize;
+            let row_moves = &s.rows.moves[row];
+            let moves: u64 = row_moves.iter().map(|m| b.remaining[m.1]).sum();
+            let stay = if d + 1 < t.levels { b.stay[row] } else { 0 };
             if moves + stay == 0 {
                 return None;
             }
             let mut u = rng.random_range(0..moves + stay);
             if u < moves {
-                for &(y, idx) in &row.moves {
+                for &(y, idx) in row_moves {
                     let r = b.remaining[idx];
                     if u < r {
                         let child = node * t.fanout as u64 + y;
@@ -536,8 +672,14 @@ impl Sampler {
         node
     }
 
-    fn flat_move(&self, b: &mut Budgets, leaf: u64, rng: &mut Pcg64Mcg) -> Option<(usize, u64)> {
-        let row = b.flat_rows.get(&leaf)?;
+    fn flat_move(
+        &self,
+        s: &StreamModel,
+        b: &mut Budgets,
+        leaf: u64,
+        rng: &mut Pcg64Mcg,
+    ) -> Option<(usize, u64)> {
+        let row = s.rows.flat.get(&leaf)?;
         let total: u64 = row.iter().map(|m| b.remaining[m.1]).sum();
         if total == 0 {
             return None;
@@ -589,7 +731,7 @@ impl Sampler {
         cat: &Category,
         target: u64,
         recent: &RecentEnds,
-        reref: Option<&Reref>,
+        reref: Option<&History>,
         frontier: Option<&mut FxHashMap<u64, u64>>,
         rng: &mut Pcg64Mcg,
     ) -> (u64, u32) {
@@ -619,7 +761,7 @@ impl Sampler {
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some(off) = reref.and_then(|r| r.pick(s, target, rng)) {
+            if let Some(off) = reref.and_then(|r| pick(r, s, target, rng)) {
                 return (off, own);
             }
         }
@@ -681,16 +823,26 @@ impl Sampler {
     }
 }
 
-/// A value from a [lo, hi, count] histogram of `total` counts (uniform inside its bucket).
+/// A value from a histogram of `total` counts (uniform inside its bucket): the bucket whose
+/// running sum first exceeds a uniform draw below the total (a search, not a scan).
 fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
-    let mut u = rng.random_range(0..total);
-    for &(lo, hi, c) in buckets {
-        if u < c {
-            return rng.random_range(lo..hi.max(lo + 1));
-        }
-        u -= c;
+    let u = rng.random_range(0..total);
+    match buckets.get(buckets.partition_point(|b| b.2 <= u)) {
+        Some(&(lo, hi, _)) => rng.random_range(lo..hi.max(lo + 1)),
+        None => 0,
     }
-    0
+}
+
+/// The offset of an old request to re-issue: its block lies in the transition's target leaf,
+/// at the stack distance nearest the drawn one (within REREF_SEARCH of it), so the walk's
+/// locality is kept. A distance deeper than the history so far finds nothing: the request
+/// stays cold, which measured closer to real block reuse than drawing again (cloudPhysics MRC).
+fn pick(history: &History, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
+    if s.reuse_total == 0 {
+        return None; // the stream's re-references were all outside the SHARDS sample
+    }
+    let dist = draw(&s.reuse, s.reuse_total, rng);
+    history.at_distance(target, dist, REREF_SEARCH)
 }
 
 /// With one history of all streams, new data fills each leaf from its start, past what is
@@ -704,7 +856,7 @@ fn next_fresh(
     hi: u64,
     s: &StreamModel,
     cat: &Category,
-    history: Option<&Reref>,
+    history: Option<&History>,
 ) -> Option<u64> {
     let align = s.alignment.max(1);
     let size = cat.size as u64;
@@ -724,83 +876,6 @@ fn random_in(lo: u64, hi: u64, size: u64, align: u64, rng: &mut Pcg64Mcg) -> u64
     let last_start = hi.saturating_sub(size).max(first);
     let slots = (last_start - first) / align + 1;
     first + rng.random_range(0..slots) * align
-}
-
-/// Re-references: the synthetic stream's own LRU stack of first blocks, and for each leaf
-/// the positions where its blocks were last touched, so a re-reference finds the block of its
-/// leaf nearest to a drawn stack distance in O(log n).
-struct Reref {
-    /// One mark per distinct block, at the position of its last touch.
-    fen: Fenwick,
-    /// block -> (position of its last touch, leaf of the request that touched it)
-    last: FxHashMap<u64, (usize, u64)>,
-    by_leaf: FxHashMap<u64, BTreeSet<usize>>,
-    offsets: Vec<u64>,
-    marks: u64,
-}
-
-impl Reref {
-    fn new(n: usize) -> Reref {
-        Reref {
-            fen: Fenwick::new(n.max(1)),
-            last: FxHashMap::default(),
-            by_leaf: FxHashMap::default(),
-            offsets: Vec::with_capacity(n),
-            marks: 0,
-        }
-    }
-
-    /// The offset of an old request to re-issue: its block lies in the transition's target
-    /// leaf, at the stack distance nearest the drawn one (within REREF_SEARCH of it), so the
-    /// walk's locality is kept.
-    fn pick(&self, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
-        // a distance deeper than the history so far finds nothing: the request stays cold,
-        // which measured closer to real block reuse than drawing again (cloudPhysics MRC)
-        if s.reuse_total == 0 {
-            return None; // the stream's re-references were all outside the SHARDS sample
-        }
-        let dist = draw(&s.reuse, s.reuse_total, rng);
-        if dist >= self.marks {
-            return None;
-        }
-        let at = self.fen.find_kth(self.marks - dist);
-        let set = self.by_leaf.get(&target)?;
-        let older = set.range(..=at).next_back();
-        let younger = set.range(at..).next();
-        [older, younger]
-            .into_iter()
-            .flatten()
-            .map(|&pos| (self.distance(pos).abs_diff(dist), pos))
-            .filter(|&(gap, _)| gap <= REREF_SEARCH)
-            .min()
-            .map(|(_, pos)| self.offsets[pos])
-    }
-
-    /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
-    fn distance(&self, pos: usize) -> u64 {
-        self.marks - self.fen.prefix(pos + 1)
-    }
-
-    /// Whether the block holding `offset` was touched before.
-    fn seen(&self, offset: u64) -> bool {
-        self.last.contains_key(&(offset / REREF_BLOCK))
-    }
-
-    fn touch(&mut self, pos: usize, offset: u64, leaf: u64) {
-        self.offsets.push(offset);
-        let block = offset / REREF_BLOCK;
-        match self.last.insert(block, (pos, leaf)) {
-            Some((prev, prev_leaf)) => {
-                self.fen.add(prev, -1);
-                if let Some(set) = self.by_leaf.get_mut(&prev_leaf) {
-                    set.remove(&prev);
-                }
-            }
-            None => self.marks += 1,
-        }
-        self.fen.add(pos, 1);
-        self.by_leaf.entry(leaf).or_default().insert(pos);
-    }
 }
 
 /// Request times: each window's requests spread over it by their relative gaps.
@@ -846,7 +921,7 @@ struct WalkState {
     budget: Budgets,
     cur: Option<(u64, u64)>,
     /// The stream's own re-reference history (per-stream models that place in the walk).
-    reref: Option<Reref>,
+    reref: Option<History>,
     /// Where its latest requests ended (sequential and resumed runs continue there).
     recent: RecentEnds,
     i: u64,
@@ -864,9 +939,8 @@ struct Placer {
     /// Per stream (by position): its placement generator and its latest requests' ends.
     rngs: Vec<Pcg64Mcg>,
     recent: Vec<RecentEnds>,
-    /// The shared history and the next position in it.
-    history: Option<Reref>,
-    pos: usize,
+    /// The shared history.
+    history: Option<History>,
     /// Per leaf, where new data goes next (`next_fresh`).
     frontier: FxHashMap<u64, u64>,
 }
@@ -883,8 +957,8 @@ impl Placer {
                 .map(|s| Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ PLACE_SALT))
                 .collect(),
             recent: vec![RecentEnds::default(); streams.len()],
-            history: (sampler.global_reuse && any).then(|| Reref::new(total)),
-            pos: 0,
+            history: (sampler.global_reuse && any)
+                .then(|| History::new(total, sampler.tree.capacity)),
             frontier: FxHashMap::default(),
         }
     }
@@ -908,8 +982,7 @@ impl Placer {
                 .0
         };
         if let Some(r) = self.history.as_mut() {
-            r.touch(self.pos, offset, sampler.tree.leaf_of(offset));
-            self.pos += 1;
+            r.touch(offset, sampler.tree.leaf_of(offset));
         }
         self.recent[k].next(offset, size);
         (step.cat.op, offset, size)
@@ -1017,6 +1090,18 @@ impl Iterator for Synth {
 /// placing each one's offset in that order (`place(stream position, step)`).
 fn merge_streams(parts: Vec<StreamPart>, mut place: impl FnMut(usize, Step) -> Output) -> Columns {
     let n: usize = parts.iter().map(|p| p.0.len()).sum();
+    if let [(times, steps, id)] = &parts[..] {
+        if times.is_sorted() {
+            // one stream in time order already: the merge is the identity
+            let t0 = times.first().copied().unwrap_or(0);
+            let mut out = Columns::with_capacity(n);
+            for (&t, &step) in times.iter().zip(steps) {
+                let (op, off, size) = place(0, step);
+                out.push(t - t0, *id, op, off, size);
+            }
+            return out;
+        }
+    }
     let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(n); // (time, part, index)
     for (pi, (times, _, _)) in parts.iter().enumerate() {
         for (j, &t) in times.iter().enumerate() {
@@ -1042,9 +1127,10 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     let n = transitions.len();
     let mut keys = Vec::with_capacity(n);
     let mut cats = Vec::with_capacity(n);
+    let mut rows: FxHashMap<(u32, u64, u32), Row> = FxHashMap::default();
+    let mut flat_rows: FxHashMap<u64, Vec<(u64, usize)>> = FxHashMap::default();
     let mut b = Budgets {
-        rows: FxHashMap::default(),
-        flat_rows: FxHashMap::default(),
+        stay: Vec::new(),
         remaining: Vec::with_capacity(n),
         all: Fenwick::new(n.max(1)),
         left: 0,
@@ -1054,7 +1140,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     for (idx, t) in transitions.iter().enumerate() {
         let key = if flat {
             let (from, to) = (int(t, "from_leaf")?, int(t, "to_leaf")?);
-            b.flat_rows.entry(from).or_default().push((to, idx));
+            flat_rows.entry(from).or_default().push((to, idx));
             TransKey {
                 depth: super::stats::FLAT_DEPTH,
                 prefix: from,
@@ -1068,8 +1154,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
                 from: int(t, "from")? as u32,
                 to: int(t, "to")? as u32,
             };
-            b.rows
-                .entry((key.depth, key.prefix, key.from))
+            rows.entry((key.depth, key.prefix, key.from))
                 .or_default()
                 .moves
                 .push((key.to as u64, idx));
@@ -1084,13 +1169,13 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         {
             list.push((
                 category(c)?,
-                parse_iat(c.get("iat").ok_or("category without iat")?)?,
+                Gap::new(parse_iat(c.get("iat").ok_or("category without iat")?)?),
             ));
             counts.push(int(c, "count")?);
         }
         let total: u64 = counts.iter().sum();
         if !flat {
-            add_stays(&mut b.rows, tree, &key, total);
+            add_stays(&mut rows, tree, &key, total);
         }
         b.remaining.push(total);
         b.all.add(idx, total as i64);
@@ -1099,6 +1184,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         keys.push(key);
         cats.push(list);
     }
+    let rows = dense_rows(rows, flat_rows, tree, &keys, flat, &mut b);
     for e in v
         .get("entries")
         .and_then(Value::as_array)
@@ -1148,6 +1234,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         keys,
         cats,
         initial: b,
+        rows,
         leaves,
         reuse,
         reuse_total,
@@ -1156,11 +1243,18 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     })
 }
 
-/// A stream's [lo, hi, count] histogram `key` (empty when absent) and its total count.
+/// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
+/// of the counts, and its total count.
 fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
     let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
-    let b = list.map(triple).collect::<Result<Vec<_>, _>>()?;
-    let total = b.iter().map(|x| x.2).sum();
+    let mut total = 0u64;
+    let b = list
+        .map(|x| {
+            let (lo, hi, count) = triple(x)?;
+            total += count;
+            Ok((lo, hi, total))
+        })
+        .collect::<Result<Vec<_>, Err>>()?;
     Ok((b, total))
 }
 
@@ -1194,12 +1288,32 @@ fn add_stays(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &Tran
     }
 }
 
-fn remove_stay(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &TransKey) {
-    for r in stay_rows(tree, key) {
-        if let Some(row) = rows.get_mut(&r) {
-            row.stay = row.stay.saturating_sub(1);
-        }
+/// The rows numbered (their stay budgets into `b.stay`), with each transition's stay rows.
+fn dense_rows(
+    rows: FxHashMap<(u32, u64, u32), Row>,
+    flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
+    tree: &Tree,
+    keys: &[TransKey],
+    flat: bool,
+    b: &mut Budgets,
+) -> Rows {
+    let mut out = Rows {
+        flat: flat_rows,
+        ..Rows::default()
+    };
+    for (key, row) in rows {
+        out.index.insert(key, out.moves.len() as u32);
+        out.moves.push(row.moves);
+        b.stay.push(row.stay);
     }
+    out.stays_of = keys
+        .iter()
+        .map(|key| match flat {
+            true => Vec::new(),
+            false => stay_rows(tree, key).map(|r| out.index[&r]).collect(),
+        })
+        .collect();
+    out
 }
 
 fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32)> {
@@ -1270,6 +1384,32 @@ mod tests {
                 "span {span}"
             );
             assert!(c.ts_ns.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+
+    #[test]
+    fn gaps_draw_as_the_distributions_they_prepare() {
+        let mut shape = Pcg64Mcg::seed_from_u64(3);
+        for n in [0usize, 1, 15, 16, 17, 145, 300] {
+            let buckets: Vec<(u64, u64, u64)> = (0..n as u64)
+                .map(|i| {
+                    (
+                        i * 100,
+                        i * 100 + 1 + shape.random_range(0..99),
+                        shape.random_range(0..4),
+                    )
+                })
+                .collect();
+            let iat = Iat::Empirical { buckets };
+            let gap = Gap::new(iat.clone());
+            assert!(matches!(gap, Gap::Empirical { .. }));
+            let (mut a, mut b) = (
+                Pcg64Mcg::seed_from_u64(n as u64),
+                Pcg64Mcg::seed_from_u64(n as u64),
+            );
+            for _ in 0..2000 {
+                assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
+            }
         }
     }
 

@@ -1,0 +1,556 @@
+//! The sampler's re-reference history: the LRU stack of the blocks a synthetic stream (or all
+//! streams, with one shared history) touched, and for each leaf the positions of its requests
+//! that are still the latest touch of their block, so a re-reference finds the block of its
+//! leaf nearest to a drawn stack distance.
+//!
+//! Every structure answers exactly what a Fenwick tree over positions and one ordered set of
+//! positions per leaf answered before (the same re-references, byte for byte), but keeps its
+//! hot part small: one bit per position with counts per 512 of them (a Fenwick tree 512 times
+//! smaller, which stays in cache), and per leaf an append-only list of positions with a bit
+//! tree of the live ones (positions only grow, so lists stay sorted without a search tree).
+//! Positions are 32-bit: a history holds fewer than 2^32 - 1 requests.
+
+use rustc_hash::FxHashMap;
+
+/// Re-references count reuse of 4 KiB blocks.
+pub const BLOCK: u64 = 4096;
+/// A table of last touches is kept where the space has at most this many blocks per request
+/// of the history (so it costs at most 16 bytes a request; sparser histories use a map).
+const TABLE_BLOCKS_PER_REQUEST: u64 = 4;
+
+/// A stream's (or all streams') history of touched blocks.
+pub struct History {
+    /// One mark per distinct block, at the position of its latest touch.
+    latest: RankSet,
+    /// block -> position of its latest touch
+    last: LastTouch,
+    /// The requests by position (one record: a touch that moves a block finds its old one
+    /// in one memory access).
+    touches: Vec<Touch>,
+    /// Leaf -> index into `leaves`.
+    leaf_index: FxHashMap<u64, u32>,
+    leaves: Vec<LeafList>,
+    /// Distinct blocks touched so far.
+    marks: u64,
+}
+
+impl History {
+    /// A history of up to `n` requests on a space of `capacity` bytes (n below 2^32 - 1).
+    pub fn new(n: usize, capacity: u64) -> History {
+        let blocks = capacity / BLOCK + 1;
+        let last = if blocks <= (n as u64).saturating_mul(TABLE_BLOCKS_PER_REQUEST) {
+            // zeroed memory comes untouched from the kernel: pages appear as blocks are touched
+            let table = vec![0u32; blocks as usize];
+            advise_huge(&table);
+            LastTouch::Table(table)
+        } else {
+            LastTouch::Map(FxHashMap::default())
+        };
+        History {
+            latest: RankSet::new(n.max(1)),
+            last,
+            touches: {
+                let v = Vec::with_capacity(n);
+                advise_huge(&v);
+                v
+            },
+            leaf_index: FxHashMap::default(),
+            leaves: Vec::new(),
+            marks: 0,
+        }
+    }
+
+    /// Whether the block holding `offset` was touched before.
+    pub fn seen(&self, offset: u64) -> bool {
+        self.last.get(offset / BLOCK).is_some()
+    }
+
+    /// Records the next request (position `touches.len()`), at `offset` in `leaf`.
+    pub fn touch(&mut self, offset: u64, leaf: u64) {
+        let pos = self.touches.len();
+        match self.last.insert(offset / BLOCK, pos as u32) {
+            Some(prev) => {
+                let prev = prev as usize;
+                self.latest.remove(prev);
+                let old = self.touches[prev];
+                self.leaves[old.leaf as usize].live.clear(old.slot as usize);
+            }
+            None => self.marks += 1,
+        }
+        self.latest.insert(pos);
+        let next = self.leaves.len() as u32;
+        let index = *self.leaf_index.entry(leaf).or_insert(next);
+        if index == next {
+            self.leaves.push(LeafList::default());
+        }
+        let slot = self.leaves[index as usize].push(pos as u32);
+        self.touches.push(Touch {
+            offset,
+            leaf: index,
+            slot,
+        });
+    }
+
+    /// The offset of an old request of `leaf` to re-issue: of the leaf's nearest live
+    /// positions on either side of the block at stack distance `dist`, the one whose distance
+    /// is nearest `dist` (the older on a tie), if within `search` of it. None where the
+    /// history is shallower than `dist` or the leaf has none.
+    pub fn at_distance(&self, leaf: u64, dist: u64, search: u64) -> Option<u64> {
+        if dist >= self.marks {
+            return None;
+        }
+        let at = self.latest.select(self.marks - dist);
+        let index = *self.leaf_index.get(&leaf)?;
+        if self.touches[at].leaf == index {
+            return Some(self.touches[at].offset); // its own nearest on both sides, at gap 0
+        }
+        let list = &self.leaves[index as usize];
+        list.neighbours(at)
+            .into_iter()
+            .flatten()
+            .map(|pos| (self.distance(pos).abs_diff(dist), pos))
+            .filter(|&(gap, _)| gap <= search)
+            .min()
+            .map(|(_, pos)| self.touches[pos].offset)
+    }
+
+    /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
+    fn distance(&self, pos: usize) -> u64 {
+        self.marks - self.latest.rank(pos + 1)
+    }
+}
+
+/// Asks the kernel to back a large vector's memory (its capacity) with huge pages: the history
+/// is read at random positions, and with 4 KiB pages nearly every such read also missed the
+/// TLB (a page walk, costly in a VM). Only a hint, given before the pages are touched: where
+/// the kernel declines, nothing changes.
+fn advise_huge<T>(v: &Vec<T>) {
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < HUGE_MIN {
+        return;
+    }
+    let start = (v.as_ptr() as usize).next_multiple_of(PAGE);
+    let end = (v.as_ptr() as usize + bytes) & !(PAGE - 1);
+    if end > start {
+        // SAFETY: the range lies inside the vector's own allocation; madvise only hints how
+        // to back it and neither reads nor moves memory.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+const PAGE: usize = 4096;
+/// Vectors from this size on ask for huge pages (2 MiB each).
+const HUGE_MIN: usize = 8 << 20;
+
+/// One request of the history: its offset, its leaf's list and its slot there.
+#[derive(Clone, Copy)]
+struct Touch {
+    offset: u64,
+    leaf: u32,
+    slot: u32,
+}
+
+/// Where each block was last touched: a table by block where the space is small enough
+/// (one memory access, no hashing), a map otherwise.
+enum LastTouch {
+    /// Per block: 0 never touched, else its latest position + 1.
+    Table(Vec<u32>),
+    Map(FxHashMap<u64, u32>),
+}
+
+impl LastTouch {
+    fn get(&self, block: u64) -> Option<u32> {
+        match self {
+            LastTouch::Table(t) => t.get(block as usize).and_then(|&c| c.checked_sub(1)),
+            LastTouch::Map(m) => m.get(&block).copied(),
+        }
+    }
+
+    fn insert(&mut self, block: u64, pos: u32) -> Option<u32> {
+        match self {
+            LastTouch::Table(t) => {
+                let b = block as usize;
+                if b >= t.len() {
+                    t.resize(b + 1, 0); // an offset past the capacity (alignment)
+                }
+                std::mem::replace(&mut t[b], pos + 1).checked_sub(1)
+            }
+            LastTouch::Map(m) => m.insert(block, pos),
+        }
+    }
+}
+
+/// Positions per chunk: one cache line of bits.
+const CHUNK: usize = 512;
+const CHUNK_WORDS: usize = CHUNK / 64;
+
+/// A set of positions 0..n with rank and select: one bit per position and a Fenwick tree of
+/// the chunks' member counts (512 times smaller than a tree over positions).
+pub struct RankSet {
+    bits: Vec<u64>,
+    /// Fenwick tree (1-based) over the chunks' member counts.
+    tree: Vec<u32>,
+}
+
+impl RankSet {
+    pub fn new(n: usize) -> RankSet {
+        let chunks = n.div_ceil(CHUNK).max(1);
+        RankSet {
+            bits: vec![0; chunks * CHUNK_WORDS],
+            tree: vec![0; chunks + 1],
+        }
+    }
+
+    pub fn insert(&mut self, p: usize) {
+        self.bits[p >> 6] |= 1 << (p & 63);
+        self.add(p / CHUNK, 1);
+    }
+
+    pub fn remove(&mut self, p: usize) {
+        self.bits[p >> 6] &= !(1 << (p & 63));
+        self.add(p / CHUNK, u32::MAX); // -1, wrapping
+    }
+
+    fn add(&mut self, chunk: usize, delta: u32) {
+        let mut i = chunk + 1;
+        while i < self.tree.len() {
+            self.tree[i] = self.tree[i].wrapping_add(delta);
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Members below position `i`.
+    pub fn rank(&self, i: usize) -> u64 {
+        let chunk = i / CHUNK;
+        let mut c = chunk;
+        let mut s = 0u64;
+        while c > 0 {
+            s += self.tree[c] as u64;
+            c -= c & c.wrapping_neg();
+        }
+        let first = chunk * CHUNK_WORDS;
+        let whole: u32 = self.bits[first..i >> 6]
+            .iter()
+            .map(|w| w.count_ones())
+            .sum();
+        let below = match i & 63 {
+            0 => 0,
+            b => self.bits[i >> 6] & (u64::MAX >> (64 - b)),
+        };
+        s + whole as u64 + below.count_ones() as u64
+    }
+
+    /// The k-th member (k >= 1, at most the number of members).
+    pub fn select(&self, k: u64) -> usize {
+        let mut chunk = 0usize;
+        let mut rem = k as u32;
+        let mut step = self.tree.len().next_power_of_two();
+        while step > 0 {
+            let next = chunk + step;
+            if next < self.tree.len() && self.tree[next] < rem {
+                chunk = next;
+                rem -= self.tree[next];
+            }
+            step >>= 1;
+        }
+        let mut word = chunk * CHUNK_WORDS;
+        loop {
+            let n = self.bits[word].count_ones();
+            if n >= rem {
+                return (word << 6) + select_in_word(self.bits[word], rem);
+            }
+            rem -= n;
+            word += 1;
+        }
+    }
+}
+
+/// The position of the r-th set bit (r >= 1) of a word that has at least r.
+fn select_in_word(mut x: u64, mut r: u32) -> usize {
+    let mut base = 0;
+    loop {
+        let n = (x & 0xFF).count_ones();
+        if n >= r {
+            break;
+        }
+        r -= n;
+        x >>= 8;
+        base += 8;
+    }
+    for _ in 1..r {
+        x &= x - 1;
+    }
+    base + x.trailing_zeros() as usize
+}
+
+const HEAD_EVERY: usize = 64;
+
+/// One leaf's requests in the history, by position (ascending: positions only grow), with
+/// the ones still the latest touch of their block marked live.
+#[derive(Default)]
+struct LeafList {
+    positions: Vec<u32>,
+    /// Every HEAD_EVERY-th position: a small index, searched before the positions it starts
+    /// (16 measured no faster than 64 on the bench model).
+    heads: Vec<u32>,
+    live: FlagTree,
+}
+
+impl LeafList {
+    /// Appends a live position; returns its slot.
+    fn push(&mut self, pos: u32) -> u32 {
+        let slot = self.positions.len();
+        if slot.is_multiple_of(HEAD_EVERY) {
+            self.heads.push(pos);
+        }
+        self.positions.push(pos);
+        self.live.push_set();
+        slot as u32
+    }
+
+    /// How many positions are at most `at`.
+    fn count_upto(&self, at: usize) -> usize {
+        let h = self.heads.partition_point(|&p| p as usize <= at);
+        if h == 0 {
+            return 0;
+        }
+        let start = (h - 1) * HEAD_EVERY;
+        let end = (start + HEAD_EVERY).min(self.positions.len());
+        start
+            + self.positions[start..end]
+                .iter()
+                .take_while(|&&p| p as usize <= at)
+                .count()
+    }
+
+    /// The largest live position at most `at` and the smallest at least `at`.
+    fn neighbours(&self, at: usize) -> [Option<usize>; 2] {
+        let n = self.count_upto(at);
+        let on_at = n > 0 && self.positions[n - 1] as usize == at;
+        let older = n.checked_sub(1).and_then(|last| self.live.pred(last));
+        let younger = self.live.succ(if on_at { n - 1 } else { n });
+        [older, younger].map(|slot| slot.map(|i| self.positions[i] as usize))
+    }
+}
+
+/// Flags over 0..len (growing at the end) with predecessor and successor queries: a 64-ary
+/// tree of bit words, where a bit above says the word below it has a flag set.
+#[derive(Default)]
+struct FlagTree {
+    /// levels[0]: one bit per flag; the top level has one word.
+    levels: Vec<Vec<u64>>,
+    len: usize,
+}
+
+impl FlagTree {
+    /// Appends a set flag.
+    fn push_set(&mut self) {
+        let i = self.len;
+        self.len += 1;
+        if self.levels.is_empty() {
+            self.levels.push(Vec::new());
+        }
+        // grow each level to cover the new index, and add a level while the top has > 1 word
+        let mut need = i >> 6;
+        let mut lvl = 0;
+        loop {
+            if self.levels[lvl].len() <= need {
+                self.levels[lvl].push(0);
+            }
+            if self.levels[lvl].len() == 1 && lvl + 1 == self.levels.len() {
+                break;
+            }
+            if lvl + 1 == self.levels.len() {
+                // a new top: one bit per word of the old top
+                let top = &self.levels[lvl];
+                let mut word = 0u64;
+                for (w, &x) in top.iter().enumerate() {
+                    if x != 0 {
+                        word |= 1 << w;
+                    }
+                }
+                self.levels.push(vec![word]);
+            }
+            need >>= 6;
+            lvl += 1;
+        }
+        self.set(i);
+    }
+
+    fn set(&mut self, i: usize) {
+        let mut i = i;
+        for level in self.levels.iter_mut() {
+            let word = &mut level[i >> 6];
+            let was = *word;
+            *word |= 1 << (i & 63);
+            if was != 0 {
+                break; // the levels above already say this word has flags
+            }
+            i >>= 6;
+        }
+    }
+
+    fn clear(&mut self, i: usize) {
+        let mut i = i;
+        for level in self.levels.iter_mut() {
+            let word = &mut level[i >> 6];
+            *word &= !(1 << (i & 63));
+            if *word != 0 {
+                break;
+            }
+            i >>= 6;
+        }
+    }
+
+    /// The largest set index at most `i`.
+    fn pred(&self, i: usize) -> Option<usize> {
+        let mut i = i.min(self.len.checked_sub(1)?);
+        let mut lvl = 0;
+        loop {
+            let (w, b) = (i >> 6, i & 63);
+            let m = self.levels[lvl][w] & (u64::MAX >> (63 - b));
+            if m != 0 {
+                i = (w << 6) | (63 - m.leading_zeros() as usize);
+                break;
+            }
+            if lvl + 1 == self.levels.len() || w == 0 {
+                return None;
+            }
+            i = w - 1;
+            lvl += 1;
+        }
+        while lvl > 0 {
+            lvl -= 1;
+            let m = self.levels[lvl][i];
+            i = (i << 6) | (63 - m.leading_zeros() as usize);
+        }
+        Some(i)
+    }
+
+    /// The smallest set index at least `i`.
+    fn succ(&self, i: usize) -> Option<usize> {
+        if i >= self.len {
+            return None;
+        }
+        let mut i = i;
+        let mut lvl = 0;
+        loop {
+            let (w, b) = (i >> 6, i & 63);
+            let m = self.levels[lvl][w] & (u64::MAX << b);
+            if m != 0 {
+                i = (w << 6) | m.trailing_zeros() as usize;
+                break;
+            }
+            if lvl + 1 == self.levels.len() || (w + 1) >> 6 >= self.levels[lvl + 1].len() {
+                return None;
+            }
+            i = w + 1;
+            lvl += 1;
+        }
+        while lvl > 0 {
+            lvl -= 1;
+            i = (i << 6) | self.levels[lvl][i].trailing_zeros() as usize;
+        }
+        Some(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+    use rand_pcg::Pcg64Mcg;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn rank_and_select_match_a_sorted_set() {
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let n = 5000;
+        let mut set = RankSet::new(n);
+        let mut reference = BTreeSet::new();
+        for _ in 0..20_000 {
+            let p = rng.random_range(0..n);
+            if reference.insert(p) {
+                set.insert(p);
+            } else {
+                reference.remove(&p);
+                set.remove(p);
+            }
+            let i = rng.random_range(0..=n);
+            assert_eq!(set.rank(i), reference.range(..i).count() as u64);
+            if !reference.is_empty() {
+                let k = rng.random_range(1..=reference.len());
+                assert_eq!(set.select(k as u64), *reference.iter().nth(k - 1).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn flag_tree_finds_neighbours_as_a_sorted_set() {
+        let mut rng = Pcg64Mcg::seed_from_u64(2);
+        let mut flags = FlagTree::default();
+        let mut reference = BTreeSet::new();
+        for step in 0..300_000usize {
+            if rng.random_range(0..3) > 0 || reference.is_empty() {
+                reference.insert(flags.len);
+                flags.push_set();
+            } else {
+                // clear mostly long runs, so whole words and levels empty
+                let i = rng.random_range(0..flags.len);
+                for j in i..(i + rng.random_range(1..5000)).min(flags.len) {
+                    reference.remove(&j);
+                    flags.clear(j);
+                }
+            }
+            if step % 7 == 0 {
+                let i = rng.random_range(0..flags.len + 3);
+                assert_eq!(flags.pred(i), reference.range(..=i).next_back().copied());
+                assert_eq!(flags.succ(i), reference.range(i..).next().copied());
+            }
+        }
+    }
+
+    #[test]
+    fn short_histories_on_large_spaces_keep_a_map() {
+        // many streams of a few requests each must not hold a table of the whole space
+        assert!(matches!(
+            History::new(1000, 64 << 30).last,
+            LastTouch::Map(_)
+        ));
+        assert!(matches!(
+            History::new(1 << 20, 1 << 30).last,
+            LastTouch::Table(_)
+        ));
+        for n in [1000, 1 << 20] {
+            let mut h = History::new(n, 1 << 30);
+            for (i, off) in [0u64, 8192, 4096 * 7, 100, 8192 + 4095]
+                .into_iter()
+                .enumerate()
+            {
+                assert_eq!(h.seen(off), [false, false, false, true, true][i]);
+                h.touch(off, off / 10_000);
+            }
+            assert_eq!(h.marks, 3);
+        }
+    }
+
+    #[test]
+    fn leaf_lists_find_live_neighbours() {
+        let mut list = LeafList::default();
+        let positions: Vec<u32> = (0..500).map(|i| i * 3 + 1).collect();
+        for &p in &positions {
+            list.push(p);
+        }
+        for slot in 100..400 {
+            list.live.clear(slot); // positions 301..1198 dead
+        }
+        assert_eq!(list.neighbours(0), [None, Some(1)]);
+        assert_eq!(list.neighbours(1), [Some(1), Some(1)]);
+        assert_eq!(list.neighbours(700), [Some(298), Some(1201)]);
+        assert_eq!(list.neighbours(1201), [Some(1201), Some(1201)]);
+        assert_eq!(list.neighbours(1202), [Some(1201), Some(1204)]);
+        assert_eq!(list.neighbours(5000), [Some(1498), None]);
+    }
+}
