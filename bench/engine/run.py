@@ -175,9 +175,9 @@ def best(runs: list[dict]) -> dict:
 
 def capacity(models: dict[str, Path], files: dict[str, Path], work: Path) -> tuple[str, bool]:
     """fio against the model fitted as fio's randread is (no re-references), the goal's
-    comparison, and against iotwin's default model (re-references on) for the record. fio
-    handing every read to io-wq workers at once (`--force_async=1`, iotwin's layout before
-    it sampled in the engine thread) is measured beside fio's default."""
+    comparison, and against iotwin's default model (re-references on) for the record. On
+    page-cache files iotwin's closed loop hands reads to io-wq workers at once (IOSQE_ASYNC),
+    so fio doing the same (`--force_async=1`) is measured beside fio's default."""
     rows, ok = [], True
     for label, (target, direct) in files.items():
         tries: dict[str, list[dict]] = {"fio": [], "fio async": [], **{n: [] for n in models}}
@@ -262,10 +262,10 @@ def main() -> None:
         "io-wq worker). CPU per request from the child's rusage (iotwin's "
         "net of a start-up run of the same command). fio's randread has no block reuse; its "
         "faithful model is fitted with --no-reref. The default model also keeps each stream's "
-        "LRU history for re-references, which its engine thread pays per request (the closed "
-        "loop samples each request as a slot frees, so the engine thread and one io-wq worker "
-        "share the two cores, as fio's job thread and its worker do). fio with "
-        "`--force_async=1` (every read straight to io-wq workers) is shown beside. "
+        "LRU history for re-references, which its producer thread pays per request. On the "
+        "page-cache file iotwin's closed loop flags reads IOSQE_ASYNC (straight to io-wq "
+        "workers, which then run on both cores); fio's `--force_async=1` does the same and is "
+        "shown beside. "
         "Goal: >= 1.0x fio's IOPS: "
         f"**{'met' if c_ok else 'missed'}**.\n\n" + c_table
     )

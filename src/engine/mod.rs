@@ -320,21 +320,16 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
     }
     let clock = Clock::new();
     let closed = matches!(cfg.mode, Mode::Closed { .. });
-    let mut backend: Box<dyn Backend> =
-        match cfg.kind {
-            Kind::IoUring => Box::new(io_uring::Uring::new(files, slots, closed).map_err(|e| {
+    let mut backend: Box<dyn Backend> = match cfg.kind {
+        Kind::IoUring => Box::new(
+            io_uring::Uring::new(files, slots, closed, closed && !cfg.direct).map_err(|e| {
                 format!("io_uring is not available here: {e} (use --engine threads)")
-            })?),
-            Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
-        };
-    // the closed loop has no schedule to keep: the engine samples each request as a slot
-    // frees, leaving the other core to the io-wq worker (bench/engine: +10% buffered IOPS
-    // over a producer thread, which competed with the worker; O_DIRECT the same)
-    if closed {
-        return schedule::drive(cfg, source, backend.as_mut(), clock, &progress);
-    }
-    // the open loop's requests are synthesized on a producer thread, ahead of the schedule:
-    // generating a fluctuation window inline stalled issuing (p99 lateness 645 µs at 50k/s)
+            })?,
+        ),
+        Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
+    };
+    // requests are synthesized on a producer thread, ahead of the schedule: generating a
+    // fluctuation window inline stalled issuing (p99 lateness 645 µs at 50k/s in bench/engine)
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Synthesized>>(AHEAD_BATCHES);
         scope.spawn(move || produce(source, tx));
