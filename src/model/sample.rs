@@ -643,16 +643,11 @@ impl Sampler {
             if moves + stay == 0 {
                 return None;
             }
-            let mut u = rng.random_range(0..moves + stay);
+            let u = rng.random_range(0..moves + stay);
             if u < moves {
-                for &(y, idx) in row_moves {
-                    let r = b.remaining[idx];
-                    if u < r {
-                        let child = node * t.fanout as u64 + y;
-                        return Some((idx, self.descend(b, d + 1, child, rng)));
-                    }
-                    u -= r;
-                }
+                let (y, idx) = pick_move(row_moves, &b.remaining, u)?;
+                let child = node * t.fanout as u64 + y;
+                return Some((idx, self.descend(b, d + 1, child, rng)));
             }
         }
         None
@@ -684,15 +679,8 @@ impl Sampler {
         if total == 0 {
             return None;
         }
-        let mut u = rng.random_range(0..total);
-        for &(to, idx) in row {
-            let r = b.remaining[idx];
-            if u < r {
-                return Some((idx, to));
-            }
-            u -= r;
-        }
-        None
+        let (to, idx) = pick_move(row, &b.remaining, rng.random_range(0..total))?;
+        Some((idx, to))
     }
 
     /// Where the walk has no transition left from its leaf: take any remaining transition,
@@ -821,6 +809,19 @@ impl Sampler {
     pub fn total_requests(&self) -> u64 {
         self.total_requests
     }
+}
+
+/// The move of `row` (target, transition) that position `u` falls in, each move as wide as its
+/// transition's remaining count (`u` below their sum).
+fn pick_move(row: &[(u64, usize)], remaining: &[u64], mut u: u64) -> Option<(u64, usize)> {
+    for &(to, idx) in row {
+        let r = remaining[idx];
+        if u < r {
+            return Some((to, idx));
+        }
+        u -= r;
+    }
+    None
 }
 
 /// A value from a histogram of `total` counts (uniform inside its bucket): the bucket whose
