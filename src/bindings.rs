@@ -4,9 +4,7 @@
 //! `numpy.frombuffer`) and come in through the buffer protocol, so the core needs no numpy crate.
 
 use crate::columns::{Columns, ParseError, Parsed};
-use crate::stats::characterize::{
-    characterize, characterize_pieces, Params, StreamStats, Summary, TraceColumns,
-};
+use crate::stats::characterize::{characterize_pieces, Params, StreamStats, Summary, TraceColumns};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -391,42 +389,9 @@ fn summary_to_py<'py>(py: Python<'py>, s: &Summary) -> PyResult<Bound<'py, PyDic
     Ok(d)
 }
 
-/// Characterizes canonical columns (any buffer-protocol arrays: numpy) without copying them;
-/// see `stats::characterize`. The GIL is released during the pass.
-#[pyfunction]
-#[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, leaves, capacity, window_ns, relaxed_threshold))]
-#[allow(clippy::too_many_arguments)]
-fn characterize_columns<'py>(
-    py: Python<'py>,
-    ts_ns: &Bound<'py, PyAny>,
-    stream: &Bound<'py, PyAny>,
-    op: &Bound<'py, PyAny>,
-    offset: &Bound<'py, PyAny>,
-    size: &Bound<'py, PyAny>,
-    latency_ns: Option<&Bound<'py, PyAny>>,
-    leaves: u64,
-    capacity: u64,
-    window_ns: i64,
-    relaxed_threshold: u64,
-) -> PyResult<Bound<'py, PyDict>> {
-    let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
-    let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
-    let cols = bufs.trace_columns(latency.as_ref())?;
-    let params = Params {
-        leaves,
-        capacity,
-        window_ns,
-        relaxed_threshold,
-    };
-    let summary = py
-        .detach(|| characterize(&cols, &params))
-        .map_err(PyValueError::new_err)?;
-    summary_to_py(py, &summary)
-}
-
 /// Characterizes canonical columns given as lists of chunks (a Parquet trace's row groups:
-/// chunk i of every column holds the same rows), without joining them; otherwise as
-/// `characterize_columns`.
+/// chunk i of every column holds the same rows), without joining them, and returns the summary
+/// (`summary_to_py`). The GIL is released while counting.
 #[pyfunction]
 #[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns, leaves, capacity, window_ns, relaxed_threshold))]
 #[allow(clippy::too_many_arguments)]
@@ -755,7 +720,7 @@ fn merge_characterizations<'py>(
     Ok(PyBytes::new(py, &merged))
 }
 
-/// The summary of merged characterization counts, as `characterize_columns` returns it.
+/// The summary of merged characterization counts, as `characterize_chunks` returns it.
 #[pyfunction]
 fn finalize_characterization<'py>(
     py: Python<'py>,
@@ -1260,7 +1225,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FioIologReader>()?;
     m.add_function(wrap_pyfunction!(inspect_strace, m)?)?;
     m.add_class::<StraceParser>()?;
-    m.add_function(wrap_pyfunction!(characterize_columns, m)?)?;
     m.add_function(wrap_pyfunction!(characterize_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(fit_model, m)?)?;
     m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;

@@ -12,11 +12,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from . import _core
 from .errors import IotwinError
 from .formats import ReadOptions
+from .formats.base import NUMPY_DTYPES
 from .trace import Trace
 
 if TYPE_CHECKING:  # rich is imported when rendering: `import iotwin` stays ~25 ms lighter
@@ -75,7 +74,7 @@ def _leaves(levels: int, fanout: int) -> int:
 
 def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -> dict[str, Any]:
     names = [*_COUNTED, *(["latency_ns"] if "latency_ns" in trace.columns else [])]
-    chunks = trace.column_chunks(names, [_DTYPES[name] for name in names])
+    chunks = trace.column_chunks(names, [NUMPY_DTYPES[name] for name in names])
     try:
         return _core.characterize_chunks(
             *chunks[:5],
@@ -90,14 +89,6 @@ def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -
 
 
 _COUNTED = ("ts_ns", "stream", "op", "offset", "size")
-_DTYPES = {
-    "ts_ns": np.int64,
-    "stream": np.uint32,
-    "op": np.uint8,
-    "offset": np.uint64,
-    "size": np.uint32,
-    "latency_ns": np.int64,
-}
 
 
 def _ratio(num: float, den: float) -> float | None:

@@ -28,7 +28,7 @@ CANONICAL_SCHEMA: dict[str, pl.DataType] = {
     "size": pl.UInt32(),
 }
 OPTIONAL_SCHEMA: dict[str, pl.DataType] = {"latency_ns": pl.Int64(), "file": pl.UInt32()}
-_NUMPY_DTYPES = {
+NUMPY_DTYPES = {
     "ts_ns": np.int64,
     "stream": np.uint32,
     "op": np.uint8,
@@ -129,7 +129,7 @@ class TraceFormat(ABC):
 
 def frame_from_columns(cols: dict[str, bytes]) -> pl.DataFrame:
     """A canonical DataFrame from the Rust core's column bytes (name -> native-endian bytes)."""
-    data = {name: np.frombuffer(buf, dtype=_NUMPY_DTYPES[name]) for name, buf in cols.items()}
+    data = {name: np.frombuffer(buf, dtype=NUMPY_DTYPES[name]) for name, buf in cols.items()}
     return pl.DataFrame(data)
 
 
