@@ -26,6 +26,26 @@ pub struct TraceColumns<'a> {
 }
 
 impl<'a> TraceColumns<'a> {
+    /// The required columns alone (no latencies, row numbers or run starts).
+    pub fn new(
+        ts_ns: &'a [i64],
+        stream: &'a [u32],
+        op: &'a [u8],
+        offset: &'a [u64],
+        size: &'a [u32],
+    ) -> TraceColumns<'a> {
+        TraceColumns {
+            ts_ns,
+            stream,
+            op,
+            offset,
+            size,
+            latency_ns: None,
+            seq: None,
+            run_start: None,
+        }
+    }
+
     /// The rows `r` of every column.
     pub fn rows(&self, r: std::ops::Range<usize>) -> TraceColumns<'a> {
         TraceColumns {
@@ -922,16 +942,7 @@ mod tests {
     }
 
     fn run(ts: &[i64], st: &[u32], op: &[u8], off: &[u64], sz: &[u32], p: &Params) -> Summary {
-        let cols = TraceColumns {
-            ts_ns: ts,
-            stream: st,
-            op,
-            offset: off,
-            size: sz,
-            latency_ns: None,
-            seq: None,
-            run_start: None,
-        };
+        let cols = TraceColumns::new(ts, st, op, off, sz);
         characterize(&cols, p).unwrap()
     }
 
@@ -1073,16 +1084,7 @@ mod tests {
         let off: Vec<u64> = (0..n as u64).map(|i| (i * 104_729) % 999_983 + 3).collect();
         let sz: Vec<u32> = (0..n as u32).map(|i| (i % 17) * 512).collect();
         let op = vec![0u8; n];
-        let cols = TraceColumns {
-            ts_ns: &ts,
-            stream: &st,
-            op: &op,
-            offset: &off,
-            size: &sz,
-            latency_ns: None,
-            seq: None,
-            run_start: None,
-        };
+        let cols = TraceColumns::new(&ts, &st, &op, &off, &sz);
         let pieces = [
             cols.rows(0..1000),
             cols.rows(1000..n - 7),
@@ -1279,16 +1281,7 @@ mod bench {
     #[ignore]
     fn ten_million() {
         let (ts, st, op, off, sz) = synthetic(10_000_000, 16);
-        let cols = TraceColumns {
-            ts_ns: &ts,
-            stream: &st,
-            op: &op,
-            offset: &off,
-            size: &sz,
-            latency_ns: None,
-            seq: None,
-            run_start: None,
-        };
+        let cols = TraceColumns::new(&ts, &st, &op, &off, &sz);
         let p = Params {
             leaves: 4,
             capacity: 0,

@@ -373,16 +373,7 @@ mod tests {
             window_ns: 5_000_000_000,
             relaxed_threshold: 4096,
         };
-        let all = TraceColumns {
-            ts_ns: &ts,
-            stream: &st,
-            op: &op,
-            offset: &off,
-            size: &sz,
-            latency_ns: None,
-            seq: None,
-            run_start: None,
-        };
+        let all = TraceColumns::new(&ts, &st, &op, &off, &sz);
         let expected = characterize(&all, &params).unwrap();
         let run_start: Vec<u8> = (0..n)
             .map(|i| (i == 0 || off[i] != off[i - 1] + sz[i - 1] as u64) as u8)
