@@ -11,6 +11,7 @@
 //! pacing in `schedule.rs`, statistics in `stats.rs`. The engine is free of Python: the
 //! binding runs it on its own thread and polls `Progress`.
 
+pub mod cpus;
 pub mod io_uring;
 pub mod schedule;
 pub mod stats;
@@ -305,7 +306,9 @@ pub fn open_targets(cfg: &Config) -> Result<Vec<std::fs::File>, String> {
     cfg.paths.iter().map(open).collect()
 }
 
-/// Runs the whole workload; returns the statistics (partial when stopped early).
+/// Runs the whole workload; returns the statistics (partial when stopped early). A closed
+/// loop on cached data pins the calling thread to one CPU (`cpus`): call it on a thread of
+/// its own.
 pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunResult, String> {
     let files = open_targets(cfg)?;
     let slots = match cfg.mode {
@@ -320,11 +323,20 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
     }
     let clock = Clock::new();
     let closed = matches!(cfg.mode, Mode::Closed { .. });
+    // closed-loop page-cache I/O: the engine keeps its core, the copies run on the others
+    let split = (closed && !cfg.direct && cfg.kind == Kind::IoUring)
+        .then(cpus::split)
+        .flatten();
     let mut backend: Box<dyn Backend> = match cfg.kind {
         Kind::IoUring => Box::new(
-            io_uring::Uring::new(files, slots, closed, closed && !cfg.direct).map_err(|e| {
-                format!("io_uring is not available here: {e} (use --engine threads)")
-            })?,
+            io_uring::Uring::new(
+                files,
+                slots,
+                closed,
+                closed && !cfg.direct,
+                split.as_ref().map(|s| &s.workers[..]),
+            )
+            .map_err(|e| format!("io_uring is not available here: {e} (use --engine threads)"))?,
         ),
         Kind::Threads => Box::new(threads::Threads::new(files, slots, clock)),
     };
@@ -333,6 +345,10 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Synthesized>>(AHEAD_BATCHES);
         scope.spawn(move || produce(source, tx));
+        // after the spawn: the producer keeps every CPU
+        if let Some(s) = &split {
+            cpus::pin(&[s.engine]).map_err(|e| format!("pinning the engine thread: {e}"))?;
+        }
         let ahead = rx.into_iter().flatten();
         schedule::drive(cfg, ahead, backend.as_mut(), clock, &progress)
     })
