@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -64,3 +65,18 @@ def test_version() -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"iotwin {version('iotwin')}" == f"iotwin {iotwin.__version__}"
+
+
+def test_import_keeps_openblas_to_one_thread_unless_the_user_chose() -> None:
+    """numpy's OpenBLAS threads spin after start-up and steal a core from the work."""
+    probe = "import os, iotwin; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    default = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    chosen = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**env, "OPENBLAS_NUM_THREADS": "3"},
+        capture_output=True,
+        text=True,
+    )
+    assert default.stdout.strip() == "1"
+    assert chosen.stdout.strip() == "3"

@@ -18,6 +18,13 @@ file, record and field).
 
 from __future__ import annotations
 
+import os
+
+# numpy's OpenBLAS starts a thread per core that spins for a while after start-up (measured:
+# ~0.1 s of a core per process, taken from the work on a 2-core machine); iotwin's few matrix
+# operations are small. A value the user set wins. Must run before numpy is imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 from importlib.metadata import PackageNotFoundError, version
 
 from .api import fit, read_trace, run, simulate, validate
