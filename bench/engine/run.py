@@ -269,11 +269,11 @@ def main() -> None:
         "io-wq worker). CPU per request from the child's rusage (iotwin's "
         "net of a start-up run of the same command). fio's randread has no block reuse; its "
         "faithful model is fitted with --no-reref. The default model also keeps each stream's "
-        "LRU history for re-references, which its producer thread pays per request. On the "
+        "LRU history for re-references, which the sampling pays per request. On the "
         "page-cache file iotwin's closed loop flags reads IOSQE_ASYNC (straight to io-wq), "
-        "keeps its engine thread on one CPU and one io-wq worker per other CPU, and polls "
-        "for completions; fio's `--force_async=1` also skips the inline try and is shown "
-        "beside. "
+        "keeps its engine thread (which also samples) on one CPU and one io-wq worker per "
+        "other CPU, and polls for completions; fio's `--force_async=1` also skips the inline "
+        "try and is shown beside. "
         "Goal: >= 1.0x fio's IOPS: "
         f"**{'met' if c_ok else 'missed'}**.\n\n" + c_table
     )
