@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod codec;
 pub mod columns;
 pub mod engine;
+pub mod fenwick;
 pub mod model;
 pub mod readers;
 pub mod sim;

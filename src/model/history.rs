@@ -10,6 +10,7 @@
 //! tree of the live ones (positions only grow, so lists stay sorted without a search tree).
 //! Positions are 32-bit: a history holds fewer than 2^32 - 1 requests.
 
+use crate::fenwick::Fenwick;
 use rustc_hash::FxHashMap;
 
 /// Re-references count reuse of 4 KiB blocks.
@@ -190,8 +191,8 @@ const CHUNK_WORDS: usize = CHUNK / 64;
 /// the chunks' member counts (512 times smaller than a tree over positions).
 pub struct RankSet {
     bits: Vec<u64>,
-    /// Fenwick tree (1-based) over the chunks' member counts.
-    tree: Vec<u32>,
+    /// The chunks' member counts.
+    tree: Fenwick<u32>,
 }
 
 impl RankSet {
@@ -199,37 +200,24 @@ impl RankSet {
         let chunks = n.div_ceil(CHUNK).max(1);
         RankSet {
             bits: vec![0; chunks * CHUNK_WORDS],
-            tree: vec![0; chunks + 1],
+            tree: Fenwick::new(chunks),
         }
     }
 
     pub fn insert(&mut self, p: usize) {
         self.bits[p >> 6] |= 1 << (p & 63);
-        self.add(p / CHUNK, 1);
+        self.tree.add(p / CHUNK, 1);
     }
 
     pub fn remove(&mut self, p: usize) {
         self.bits[p >> 6] &= !(1 << (p & 63));
-        self.add(p / CHUNK, u32::MAX); // -1, wrapping
-    }
-
-    fn add(&mut self, chunk: usize, delta: u32) {
-        let mut i = chunk + 1;
-        while i < self.tree.len() {
-            self.tree[i] = self.tree[i].wrapping_add(delta);
-            i += i & i.wrapping_neg();
-        }
+        self.tree.add(p / CHUNK, -1);
     }
 
     /// Members below position `i`.
     pub fn rank(&self, i: usize) -> u64 {
         let chunk = i / CHUNK;
-        let mut c = chunk;
-        let mut s = 0u64;
-        while c > 0 {
-            s += self.tree[c] as u64;
-            c -= c & c.wrapping_neg();
-        }
+        let s = self.tree.prefix(chunk);
         let first = chunk * CHUNK_WORDS;
         let whole: u32 = self.bits[first..i >> 6]
             .iter()
@@ -244,17 +232,8 @@ impl RankSet {
 
     /// The k-th member (k >= 1, at most the number of members).
     pub fn select(&self, k: u64) -> usize {
-        let mut chunk = 0usize;
-        let mut rem = k as u32;
-        let mut step = self.tree.len().next_power_of_two();
-        while step > 0 {
-            let next = chunk + step;
-            if next < self.tree.len() && self.tree[next] < rem {
-                chunk = next;
-                rem -= self.tree[next];
-            }
-            step >>= 1;
-        }
+        let (chunk, rem) = self.tree.descend(k);
+        let mut rem = rem as u32;
         let mut word = chunk * CHUNK_WORDS;
         loop {
             let n = self.bits[word].count_ones();

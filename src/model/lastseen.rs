@@ -1,8 +1,6 @@
 //! Where each block was last seen in a stack-distance pass: a table indexed by block when the
 //! blocks are few enough, a hash map otherwise. The table takes no hashing and one memory
 //! access per request, which made it several times faster than the map on the bench traces.
-//! And the pass's marks of last touches, a Fenwick tree of 32-bit counts (half the memory,
-//! so fewer cache misses, than the sampler's 64-bit one).
 
 use rustc_hash::FxHashMap;
 
@@ -50,55 +48,9 @@ impl LastSeen {
     }
 }
 
-/// Prefix sums of 0/1 marks over positions (a stream's accesses: fewer than 2^31).
-#[derive(Debug, Clone)]
-pub struct Marks {
-    tree: Vec<i32>,
-}
-
-impl Marks {
-    pub fn new(n: usize) -> Marks {
-        Marks {
-            tree: vec![0; n + 1],
-        }
-    }
-
-    #[inline]
-    pub fn add(&mut self, i: usize, delta: i32) {
-        let mut i = i + 1;
-        while i < self.tree.len() {
-            self.tree[i] += delta;
-            i += i & i.wrapping_neg();
-        }
-    }
-
-    /// Marks at positions [0, i).
-    #[inline]
-    pub fn prefix(&self, i: usize) -> u64 {
-        let mut i = i;
-        let mut s = 0i64;
-        while i > 0 {
-            s += self.tree[i] as i64;
-            i -= i & i.wrapping_neg();
-        }
-        s as u64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn marks_count_prefixes() {
-        let mut m = Marks::new(10);
-        for p in [1, 4, 7, 9] {
-            m.add(p, 1);
-        }
-        m.add(4, -1);
-        let prefixes: Vec<u64> = (0..=10).map(|i| m.prefix(i)).collect();
-        assert_eq!(prefixes, vec![0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 3]);
-    }
 
     #[test]
     fn table_and_map_agree() {

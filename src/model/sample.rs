@@ -12,10 +12,11 @@ use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::History;
 use super::stats::{
-    Category, Fenwick, RecentEnds, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
+    Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
+use crate::fenwick::Fenwick;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use rustc_hash::FxHashMap;
@@ -252,7 +253,7 @@ struct Budgets {
     /// Per row (`Rows`): the transitions still to come that start inside it and live deeper.
     stay: Vec<u64>,
     remaining: Vec<u64>,
-    all: Fenwick,
+    all: Fenwick<i64>,
     /// The sum of `remaining` (kept, not queried from `all`, on every request).
     left: u64,
     categories: Vec<Vec<u64>>,

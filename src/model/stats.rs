@@ -4,8 +4,9 @@
 //! and fitted distributions.
 
 use super::hist::Hist;
-use super::lastseen::{LastSeen, Marks};
+use super::lastseen::LastSeen;
 use super::tree::{TransKey, Tree};
+use crate::fenwick::Fenwick;
 use rustc_hash::FxHashMap;
 
 /// How a request relates to the stream's previous ones.
@@ -633,7 +634,8 @@ pub fn sample_threshold(requests: u64) -> u64 {
 /// into time partitions gets the very distances one pass over it gives.
 #[derive(Debug, Clone)]
 pub struct StackTracker {
-    fen: Marks,
+    /// One mark per distinct block at its latest access (i32: half the memory of i64).
+    fen: Fenwick<i32>,
     /// block -> position among the sampled accesses (u32::MAX: not in the sample)
     last: LastSeen,
     sampled: usize,
@@ -651,7 +653,7 @@ impl StackTracker {
     /// hash map when that is not much larger than the stream.
     pub fn with_blocks(requests: usize, threshold: u64, blocks: u64) -> StackTracker {
         StackTracker {
-            fen: Marks::new(requests),
+            fen: Fenwick::new(requests),
             last: LastSeen::new(requests, blocks),
             sampled: 0,
             threshold,
@@ -694,63 +696,6 @@ fn splitmix64(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// Prefix sums with point updates.
-#[derive(Debug, Clone)]
-pub struct Fenwick {
-    tree: Vec<i64>,
-}
-
-impl Fenwick {
-    pub fn new(n: usize) -> Fenwick {
-        Fenwick {
-            tree: vec![0; n + 1],
-        }
-    }
-
-    pub fn add(&mut self, i: usize, delta: i64) {
-        let mut i = i + 1;
-        while i < self.tree.len() {
-            self.tree[i] += delta;
-            i += i & i.wrapping_neg();
-        }
-    }
-
-    /// Sum of positions [0, i).
-    pub fn prefix(&self, i: usize) -> u64 {
-        let mut i = i;
-        let mut s = 0i64;
-        while i > 0 {
-            s += self.tree[i];
-            i -= i & i.wrapping_neg();
-        }
-        s as u64
-    }
-
-    pub fn len(&self) -> usize {
-        self.tree.len() - 1
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The smallest position p with prefix(p + 1) >= k (k >= 1): the k-th mark.
-    pub fn find_kth(&self, k: u64) -> usize {
-        let mut pos = 0usize;
-        let mut rem = k as i64;
-        let mut step = self.tree.len().next_power_of_two();
-        while step > 0 {
-            let next = pos + step;
-            if next < self.tree.len() && self.tree[next] < rem {
-                pos = next;
-                rem -= self.tree[next];
-            }
-            step >>= 1;
-        }
-        pos
-    }
 }
 
 #[cfg(test)]
@@ -1060,16 +1005,5 @@ mod tests {
         );
         let mean = measured.iter().map(|&d| d as f64).sum::<f64>() / measured.len() as f64;
         assert!((mean / 999.0 - 1.0).abs() < 0.1, "mean {mean}");
-    }
-
-    #[test]
-    fn fenwick_finds_kth_mark() {
-        let mut f = Fenwick::new(10);
-        for p in [1, 4, 7] {
-            f.add(p, 1);
-        }
-        assert_eq!(f.find_kth(1), 1);
-        assert_eq!(f.find_kth(2), 4);
-        assert_eq!(f.find_kth(3), 7);
     }
 }

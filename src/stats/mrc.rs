@@ -6,7 +6,7 @@
 //! (Bennett and Kruskal's method); a cache of C blocks misses exactly the cold accesses and
 //! those at distance >= C.
 
-use crate::model::stats::Fenwick;
+use crate::fenwick::Fenwick;
 use rustc_hash::FxHashMap;
 
 /// Miss ratios of an LRU cache of each size in `cache_blocks` (in blocks of `block` bytes)
@@ -25,7 +25,7 @@ pub fn miss_ratios(
         .sum();
     let cap = cache_blocks.iter().copied().max().unwrap_or(0) as usize;
     let mut hist = vec![0u64; cap + 1]; // distances < cap, exactly; the last slot: >= cap or cold
-    let mut fen = Fenwick::new(accesses.max(1));
+    let mut fen = Fenwick::<i64>::new(accesses.max(1));
     let mut last: FxHashMap<(u64, u64), usize> = FxHashMap::default();
     let mut pos = 0usize;
     for i in 0..offset.len() {
