@@ -102,3 +102,25 @@ def test_ingest_sorts_out_of_order_records(tmp_path: Path) -> None:
     column = pq.ParquetFile(out).metadata.row_group(0).column(0)
     assert "DELTA_BINARY_PACKED" in column.encodings
     assert iotwin.load_trace(out).meta.streams == {0: "hm_0", 1: "hm_1"}
+
+
+def test_batch_checks_list_streams_by_counting_and_by_unique() -> None:
+    """Row groups list their stream ids by counting when the ids span little, else by unique."""
+    from iotwin.ingest import _BatchChecks
+
+    checks = _BatchChecks()
+    checks.update(
+        pl.DataFrame(
+            {"ts_ns": [1, 2, 3, 4], "stream": [7, 3, 7, 9]}, schema_overrides={"stream": pl.UInt32}
+        )
+    )
+    checks.update(
+        pl.DataFrame({"ts_ns": [5, 6], "stream": [4, 4]}, schema_overrides={"stream": pl.UInt32})
+    )
+    checks.update(
+        pl.DataFrame(
+            {"ts_ns": [7, 8], "stream": [2, 4_000_000_000]}, schema_overrides={"stream": pl.UInt32}
+        )
+    )
+    assert checks.streams == {2, 3, 4, 7, 9, 4_000_000_000}
+    assert checks.requests == 8 and checks.ordered and checks.nulls == 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from .errors import IotwinError, TraceFormatError
@@ -255,6 +256,10 @@ def ingest_dataset(
     return result
 
 
+# Row groups whose stream ids span fewer values than this list them by counting.
+DENSE_STREAM_SPAN = 1 << 20
+
+
 @dataclass
 class _BatchChecks:
     """What the writer learns from the batches as they pass."""
@@ -287,6 +292,10 @@ class _BatchChecks:
             low, high = stream.min(), stream.max()
             if low == high:  # most row groups of a single-stream trace
                 self.streams.add(low)
+            elif high - low < DENSE_STREAM_SPAN:  # counting, not polars' sort-based unique
+                ids = stream.drop_nulls().to_numpy().astype(np.int64) - low
+                present = np.flatnonzero(np.bincount(ids, minlength=high - low + 1)) + low
+                self.streams.update(present.tolist())
             else:
                 self.streams.update(stream.unique().drop_nulls().to_list())
 
