@@ -69,7 +69,7 @@ pub fn footprints_of(
     let window = BitmapWindow::new(min_offset, max_end);
     let requests = pieces.iter().map(|p| p.0.len()).sum();
     // The bitmaps give up (None) as soon as the streams seen outgrow them.
-    by_bitmap(pieces, max_stream, window, requests)
+    by_bitmap(pieces, max_stream, window, window.max_streams(requests))
         .unwrap_or_else(|| by_ranges(pieces, max_stream, max_end))
 }
 
@@ -122,26 +122,38 @@ impl BitmapWindow {
         }
     }
 
+    #[cfg(test)]
     fn fits(&self, streams: usize, requests: usize) -> bool {
         let words = self.words.saturating_mul(streams as u64);
         words <= BITMAP_BUDGET_BYTES / 8
             && words <= BITMAP_WORDS_PER_REQUEST.saturating_mul(requests as u64)
     }
+
+    /// The most streams whose bitmaps fit (`fits`).
+    fn max_streams(&self, requests: usize) -> usize {
+        let limit =
+            (BITMAP_BUDGET_BYTES / 8).min(BITMAP_WORDS_PER_REQUEST.saturating_mul(requests as u64));
+        match limit.checked_div(self.words) {
+            Some(n) => n.try_into().unwrap_or(usize::MAX),
+            None => usize::MAX, // an empty window
+        }
+    }
 }
 
-/// Footprints with one bitmap per stream, or None when the streams' bitmaps do not fit
-/// (`BitmapWindow::fits`); the whole trace's bitmap is their union. Requests are first grouped
+/// Footprints with one bitmap per stream, or None when there are more than `max_streams`
+/// streams; the whole trace's bitmap is their union. Requests are first grouped
 /// by bitmap region, so that setting their bits hits cache: in request order each one costs a
 /// cache and TLB miss, more than the grouping.
 fn by_bitmap(
     pieces: &[Piece],
     max_stream: u32,
     window: BitmapWindow,
-    requests: usize,
+    max_streams: usize,
 ) -> Option<Footprints> {
-    if !window.fits(1, requests) {
+    if max_streams == 0 {
         return None;
     }
+    let requests = pieces.iter().map(|p| p.0.len()).sum();
     let words = window.words as usize;
     let mut streams = Streams::new(max_stream);
     let mut spans: Vec<u64> = Vec::with_capacity(requests);
@@ -153,7 +165,7 @@ fn by_bitmap(
             let slot = streams.slot(stream[i]);
             if slot == known {
                 // a new stream: its bitmap must still fit, and its regions get counters
-                if !window.fits(known + 1, requests) {
+                if known == max_streams {
                     return None;
                 }
                 regions.resize(((words * (known + 1)) >> (REGION_SHIFT - 6)) + 1, 0);
@@ -707,7 +719,7 @@ mod tests {
         let window = BitmapWindow::new(min_offset, max_end);
         let whole: [Piece; 1] = [(stream, offset, size)];
         let both = (
-            by_bitmap(&whole, max_stream, window, stream.len()).unwrap(),
+            by_bitmap(&whole, max_stream, window, usize::MAX).unwrap(),
             by_ranges(&whole, max_stream, max_end),
         );
         // the same requests cut into pieces (Parquet row groups) count the same
@@ -717,7 +729,7 @@ mod tests {
             .map(|&(i, j)| (&stream[i..j], &offset[i..j], &size[i..j]))
             .collect();
         assert_eq!(
-            by_bitmap(&pieces, max_stream, window, stream.len()),
+            by_bitmap(&pieces, max_stream, window, usize::MAX),
             Some(both.0.clone())
         );
         assert_eq!(by_ranges(&pieces, max_stream, max_end), both.1);
@@ -814,7 +826,11 @@ mod tests {
         assert!(window.fits(200, 10_000_000));
         assert!(!window.fits(300, 10_000_000)); // over 256 MiB
         assert!(!window.fits(1, 30_000)); // 4.4 words per request
-                                          // offsets near 2^63 only need the window they touch
+        for requests in [0, 1, 30_000, 32_768, 10_000_000, 1 << 40] {
+            let n = window.max_streams(requests);
+            assert!(window.fits(n, requests) && !window.fits(n + 1, requests));
+        }
+        // offsets near 2^63 only need the window they touch
         let high = BitmapWindow::new((1 << 63) + 4096, (1 << 63) + 8192);
         assert_eq!((high.base, high.words), (1 << 54, 1));
     }
