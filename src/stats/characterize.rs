@@ -405,6 +405,7 @@ impl Slots {
     }
 
     /// The slot of `id`, or `next` (recorded) when the id is new.
+    #[inline(always)]
     pub(crate) fn get_or_insert(&mut self, id: u32, next: usize) -> usize {
         match self {
             Slots::Dense(table) => {
@@ -705,7 +706,7 @@ struct Request {
 }
 
 impl Tally {
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, stream: u32) -> usize {
         let slot = self.slots.get_or_insert(stream, self.accs.len());
         if slot == self.accs.len() {
