@@ -141,9 +141,9 @@ impl BitmapWindow {
 }
 
 /// Footprints with one bitmap per stream, or None when there are more than `max_streams`
-/// streams; the whole trace's bitmap is their union. Requests are first grouped
-/// by bitmap region, so that setting their bits hits cache: in request order each one costs a
-/// cache and TLB miss, more than the grouping.
+/// streams; the whole trace's bitmap is their union. Requests are first grouped by bitmap
+/// region, so that setting their bits hits cache: in request order each one costs a cache and
+/// TLB miss, more than the grouping.
 fn by_bitmap(
     pieces: &[Piece],
     max_stream: u32,
@@ -153,12 +153,12 @@ fn by_bitmap(
     if max_streams == 0 {
         return None;
     }
-    let requests = pieces.iter().map(|p| p.0.len()).sum();
     let words = window.words as usize;
     let mut streams = Streams::new(max_stream);
-    let mut spans: Vec<u64> = Vec::with_capacity(requests);
-    advise_huge_pages(&mut spans);
-    let mut regions: Vec<usize> = Vec::new();
+    // A first pass learns the streams, their requested blocks and each region's short spans,
+    // so that a second can put the spans straight in their places (an array of all spans
+    // to group from cost more: twice the memory, fresh pages the kernel has to zero).
+    let mut per_region: Vec<usize> = Vec::new();
     for &(stream, offset, size) in pieces {
         for i in 0..stream.len() {
             let known = streams.counts.len();
@@ -168,41 +168,45 @@ fn by_bitmap(
                 if known == max_streams {
                     return None;
                 }
-                regions.resize(((words * (known + 1)) >> (REGION_SHIFT - 6)) + 1, 0);
+                per_region.resize(((words * (known + 1)) >> (REGION_SHIFT - 6)) + 1, 0);
             }
             if size[i] == 0 {
                 continue;
             }
             let (first, end) = blocks(offset[i], size[i]);
             streams.counts[slot].requested_512 += end - first;
-            // the streams' bitmaps lie back to back, so a bit index says both stream and block
             let bit = (slot * words * 64) as u64 + first - window.base;
-            regions[(bit >> REGION_SHIFT) as usize] += 1;
-            spans.push(bit << 32 | (end - first));
+            per_region[(bit >> REGION_SHIFT) as usize] += (end - first <= SHORT_SPAN) as usize;
         }
     }
+    let (split_region, _) = halfway(&per_region);
+    let layout = Layout {
+        words,
+        base: window.base,
+    };
+    let spans = group_spans(pieces, &mut streams, layout, &per_region);
     let mut bits = vec![0u64; words * streams.counts.len()];
     advise_huge_pages(&mut bits);
-    let (split_region, first_half) = halfway(&regions);
-    let grouped = group_by_region(&spans, regions);
-    drop(spans);
-    if grouped.len() < PARALLEL_SPANS {
-        set_spans(&mut bits, 0, &grouped);
+    let regions = 0..per_region.len();
+    let mut rest = if spans.short.len() < PARALLEL_SPANS {
+        set_spans(&mut bits, 0, &spans, regions)
     } else {
         // Two threads set the bits of the regions below and from `split_region`; a span
         // that crosses the boundary is finished once both are done.
         let split_bit = ((split_region as u64) << REGION_SHIFT).min(bits.len() as u64 * 64);
         let (low, high) = bits.split_at_mut((split_bit / 64) as usize);
-        let (below, above) = grouped.split_at(first_half);
-        let crossing = std::thread::scope(|scope| {
-            let upper = scope.spawn(|| set_spans(high, split_bit, above));
-            let crossing = set_spans(low, 0, below);
+        let spans = &spans;
+        std::thread::scope(|scope| {
+            let upper =
+                scope.spawn(|| set_spans(high, split_bit, spans, split_region..regions.end));
+            let crossing = set_spans(low, 0, spans, 0..split_region);
             upper.join().expect("bitmap thread panicked");
             crossing
-        });
-        for (start, end) in crossing {
-            set_bits(&mut bits, start, end);
-        }
+        })
+    };
+    rest.extend_from_slice(&spans.long);
+    for (start, end) in rest {
+        set_bits(&mut bits, start, end);
     }
     let total = count_bitmaps(&bits, words, &mut streams.counts);
     Some(Footprints {
@@ -213,6 +217,70 @@ fn by_bitmap(
 
 /// Below this many spans one thread sets all bits.
 const PARALLEL_SPANS: usize = 1 << 16;
+
+/// Spans of at most this many blocks (~1 MiB) are short: their offset in their region and
+/// their length pack into 32 bits.
+const SHORT_LEN_BITS: u32 = 32 - REGION_SHIFT;
+const SHORT_SPAN: u64 = (1 << SHORT_LEN_BITS) - 1;
+
+/// Where the streams' bitmaps lie: `words` words each, back to back, from block `base`.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    words: usize,
+    base: u64,
+}
+
+/// Requests as spans of bits of the streams' bitmaps: short ones grouped by region (region
+/// r's are `short[bounds[r]..bounds[r + 1]]`, as `offset in region << SHORT_LEN_BITS |
+/// length`), long ones as [start, end) bit ranges.
+struct Spans {
+    short: Vec<u32>,
+    bounds: Vec<usize>,
+    long: Vec<(u64, u64)>,
+}
+
+/// The requests' spans, given each region's count of short spans.
+fn group_spans(
+    pieces: &[Piece],
+    streams: &mut Streams,
+    layout: Layout,
+    per_region: &[usize],
+) -> Spans {
+    let mut bounds = Vec::with_capacity(per_region.len() + 1);
+    let mut sum = 0;
+    for &count in per_region {
+        bounds.push(sum);
+        sum += count;
+    }
+    bounds.push(sum);
+    let mut next = bounds[..per_region.len()].to_vec();
+    let mut short = vec![0u32; sum];
+    advise_huge_pages(&mut short);
+    let mut long = Vec::new();
+    for &(stream, offset, size) in pieces {
+        for i in 0..stream.len() {
+            let slot = streams.slot(stream[i]);
+            if size[i] == 0 {
+                continue;
+            }
+            let (first, end) = blocks(offset[i], size[i]);
+            let bit = (slot * layout.words * 64) as u64 + first - layout.base;
+            let len = end - first;
+            if len > SHORT_SPAN {
+                long.push((bit, bit + len));
+                continue;
+            }
+            let at = &mut next[(bit >> REGION_SHIFT) as usize];
+            short[*at] = ((bit & ((1 << REGION_SHIFT) - 1)) << SHORT_LEN_BITS | len) as u32;
+            *at += 1;
+        }
+    }
+    Spans {
+        short,
+        bounds,
+        long,
+    }
+}
 
 /// The region that splits the spans in two halves, and how many spans lie below it.
 fn halfway(regions: &[usize]) -> (usize, usize) {
@@ -227,36 +295,29 @@ fn halfway(regions: &[usize]) -> (usize, usize) {
     (regions.len(), below)
 }
 
-/// Sets the spans' bits in `map`, which holds the bits from `first_bit` on; returns the
-/// parts of spans that run past its end, as [start, end) bit ranges of the whole bitmap.
-fn set_spans(map: &mut [u64], first_bit: u64, spans: &[u64]) -> Vec<(u64, u64)> {
+/// Sets the bits of the short spans of `regions` in `map`, which holds the bits from
+/// `first_bit` on; returns the parts of spans that run past its end, as [start, end) bit
+/// ranges of the whole bitmap.
+fn set_spans(
+    map: &mut [u64],
+    first_bit: u64,
+    spans: &Spans,
+    regions: std::ops::Range<usize>,
+) -> Vec<(u64, u64)> {
     let limit = first_bit + map.len() as u64 * 64;
     let mut beyond = Vec::new();
-    for &span in spans {
-        let start = span >> 32;
-        let end = start + (span & 0xFFFF_FFFF);
-        if end > limit {
-            beyond.push((limit, end));
+    for r in regions {
+        let region_start = (r as u64) << REGION_SHIFT;
+        for &span in &spans.short[spans.bounds[r]..spans.bounds[r + 1]] {
+            let start = region_start + (span >> SHORT_LEN_BITS) as u64;
+            let end = start + (span as u64 & SHORT_SPAN);
+            if end > limit {
+                beyond.push((limit, end));
+            }
+            set_bits(map, start - first_bit, end.min(limit) - first_bit);
         }
-        set_bits(map, start - first_bit, end.min(limit) - first_bit);
     }
     beyond
-}
-
-/// Spans (`start bit << 32 | length`) in order of region, given each region's span count.
-fn group_by_region(spans: &[u64], mut regions: Vec<usize>) -> Vec<u64> {
-    let mut sum = 0;
-    for r in regions.iter_mut() {
-        (*r, sum) = (sum, sum + *r);
-    }
-    let mut grouped = vec![0u64; spans.len()];
-    advise_huge_pages(&mut grouped);
-    for &span in spans {
-        let next = &mut regions[(span >> (32 + REGION_SHIFT)) as usize];
-        grouped[*next] = span;
-        *next += 1;
-    }
-    grouped
 }
 
 /// Sets bits `[start, end)` (start < end) of a bitmap, whole words at a time.
@@ -770,21 +831,29 @@ mod tests {
     fn spans_crossing_the_split_are_finished() {
         // two regions' worth of bits, spans on both sides of the boundary and across it
         let region = 1u64 << REGION_SHIFT;
-        let spans: Vec<u64> = [(5, 70), (region - 3, 10), (region - 64, 64), (region, 1)]
-            .iter()
-            .map(|&(start, len)| start << 32 | len)
-            .collect();
+        let pack = |start: u64, len: u64| ((start % region) << SHORT_LEN_BITS | len) as u32;
+        let spans = Spans {
+            short: vec![
+                pack(5, 70),
+                pack(region - 3, 10),
+                pack(region - 64, 64),
+                pack(0, 1),
+            ],
+            bounds: vec![0, 3, 4],
+            long: vec![],
+        };
         let mut serial = vec![0u64; (2 * region / 64) as usize];
-        assert!(set_spans(&mut serial, 0, &spans).is_empty());
+        assert!(set_spans(&mut serial, 0, &spans, 0..2).is_empty());
         let mut split = vec![0u64; serial.len()];
         let (low, high) = split.split_at_mut((region / 64) as usize);
-        let crossing = set_spans(low, 0, &spans[..3]);
+        let crossing = set_spans(low, 0, &spans, 0..1);
         assert_eq!(crossing, vec![(region, region + 7)]);
-        assert!(set_spans(high, region, &spans[3..]).is_empty());
+        assert!(set_spans(high, region, &spans, 1..2).is_empty());
         for (start, end) in crossing {
             set_bits(&mut split, start, end);
         }
         assert_eq!(split, serial);
+        assert_eq!(serial[(region / 64) as usize], 0x7F | 1);
         assert_eq!(halfway(&[3, 0, 1, 4]), (3, 4));
         assert_eq!(halfway(&[0, 0]), (0, 0));
     }
