@@ -94,7 +94,7 @@ impl Streams {
     }
 
     /// The slot of stream `id`, added when new.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, id: u32) -> usize {
         let slot = self.slots.get_or_insert(id, self.counts.len());
         if slot == self.counts.len() {
