@@ -4,8 +4,9 @@
 //! A request touches every block it overlaps; zero-size requests touch none. Two exact methods
 //! give the same counts:
 //! - bitmaps, when one bit per 512-byte block of the touched address window, times the streams,
-//!   fits a memory budget: requests, grouped by bitmap region in one counting-sort pass, set
-//!   their bits (whole words at a time) in their stream's bitmap and popcounts count them.
+//!   fits a memory budget: requests are grouped by bitmap region (a counting sort: one pass
+//!   counts each region's spans, a second places them), set their bits (whole words at a
+//!   time) in their stream's bitmap one region at a time, and popcounts count them.
 //! - ranges otherwise: requests become ranges of 512-byte blocks (a stream's consecutive
 //!   overlapping or touching ranges are merged as they come, so sequential streams stay
 //!   small), the ranges are radix-sorted by start, and one scan merges them globally and per
