@@ -289,7 +289,26 @@ impl Extent {
         }
     }
 
+    /// With AVX2 where the CPU has it: the baseline x86-64 target has no 64-bit vector
+    /// compare, so the minima and maxima were computed one value at a time.
     fn scan(pieces: &[TraceColumns]) -> Extent {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above), the only feature the function
+            // enables.
+            return unsafe { Extent::scan_avx2(pieces) };
+        }
+        Extent::scan_portable(pieces)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn scan_avx2(pieces: &[TraceColumns]) -> Extent {
+        Extent::scan_portable(pieces)
+    }
+
+    #[inline(always)]
+    fn scan_portable(pieces: &[TraceColumns]) -> Extent {
         let mut e = Extent {
             first_ts: i64::MAX,
             last_ts: i64::MIN,
@@ -405,6 +424,7 @@ impl Slots {
     }
 
     /// The slot of `id`, or `next` (recorded) when the id is new.
+    #[inline(always)]
     pub(crate) fn get_or_insert(&mut self, id: u32, next: usize) -> usize {
         match self {
             Slots::Dense(table) => {
@@ -419,28 +439,105 @@ impl Slots {
     }
 }
 
-/// Per-stream state while the pass runs.
+/// Per-stream state while the pass runs: only what each request must update. Pairs, forward
+/// jumps, strict runs and interference follow from these when the pass ends (`stats`).
 struct Acc {
-    stats: StreamStats,
+    stream: u32,
+    requests: u64,
+    first_ts: i64,
+    last_ts: i64,
+    /// Rows (in the whole trace) of the stream's first and latest requests.
+    first_index: u64,
     last_index: u64,
     last_end: u64,
-    /// (window, requests) in time order, one entry per window the stream is active in.
+    sequential: u64,
+    backward: u64,
+    /// Jumps that break a relaxed run (backward, or forward past the threshold).
+    relaxed_breaks: u64,
+    global_runs: u64,
+    reads: u64,
+    writes: u64,
+    size_sum: u128,
+    latency_sum: i128,
+    /// The window of the latest request, and the stream's requests before that window.
+    window: u64,
+    requests_before_window: u64,
+    /// (window, requests) in time order, one entry per window the stream is active in,
+    /// but for the latest window.
     windows: Vec<(u64, u64)>,
 }
 
 impl Acc {
     fn new(stream: u32) -> Acc {
         Acc {
-            stats: StreamStats {
-                stream,
-                ..StreamStats::default()
-            },
+            stream,
+            requests: 0,
+            first_ts: 0,
+            last_ts: 0,
+            first_index: 0,
             last_index: 0,
             last_end: 0,
+            sequential: 0,
+            backward: 0,
+            relaxed_breaks: 0,
+            global_runs: 0,
+            reads: 0,
+            writes: 0,
+            size_sum: 0,
+            latency_sum: 0,
+            window: NO_WINDOW,
+            requests_before_window: 0,
             windows: Vec::new(),
         }
     }
+
+    /// Counts a request of window `window` (in the trace's time order, windows mostly repeat).
+    #[inline]
+    fn count_window(&mut self, window: u64) {
+        if window != self.window {
+            self.close_window();
+            (self.window, self.requests_before_window) = (window, self.requests);
+        }
+    }
+
+    fn close_window(&mut self) {
+        if self.window != NO_WINDOW {
+            let requests = self.requests - self.requests_before_window;
+            self.windows.push((self.window, requests));
+        }
+    }
+
+    /// The stream's counters (`locality` aside) and its (window, requests) in time order.
+    fn finish(mut self) -> (StreamStats, Vec<(u64, u64)>) {
+        self.close_window();
+        let n = self.requests;
+        let pairs = n.saturating_sub(1);
+        let runs = |breaks: u64| if n > 0 { 1 + breaks } else { 0 };
+        let stats = StreamStats {
+            stream: self.stream,
+            requests: n,
+            reads: self.reads,
+            writes: self.writes,
+            size_sum: self.size_sum,
+            latency_sum: self.latency_sum,
+            first_ts: self.first_ts,
+            last_ts: self.last_ts,
+            backward: self.backward,
+            sequential: self.sequential,
+            forward: pairs - self.sequential - self.backward,
+            // the rows between successive requests, summed, telescope (mod 2^64 as the sum)
+            interference_sum: (self.last_index.wrapping_sub(self.first_index)).wrapping_sub(pairs),
+            pairs,
+            global_runs: self.global_runs,
+            detangled_runs: runs(pairs - self.sequential),
+            relaxed_runs: runs(self.relaxed_breaks),
+            ..StreamStats::default()
+        };
+        (stats, self.windows)
+    }
 }
+
+const NO_WINDOW: u64 = u64::MAX;
 
 /// Locality range boundaries: range i starts at ceil(i * capacity / leaves), so an offset's
 /// range is floor(offset * leaves / capacity) clamped to the last one, with no division.
@@ -523,7 +620,6 @@ struct Tally {
     /// other sizes go to `size_counts`.
     small_sizes: Vec<u64>,
     size_counts: FxHashMap<u32, u64>,
-    size_log2: Vec<u64>,
     jump_log2: Vec<u64>,
 }
 
@@ -546,40 +642,13 @@ impl<'a> Pass<'a> {
     }
 
     fn run(&mut self) {
-        let c = self.cols;
-        let mut prev_end = self.prev_end;
-        let (mut win, mut win_lo, mut win_hi) = (0u64, 0u64, 0u64);
-        for i in 0..c.ts_ns.len() {
-            let (offset, size) = (c.offset[i], c.size[i]);
-            let end = offset.saturating_add(size as u64);
-            let slot = self.slot(c.stream[i]);
-            if let Some(g) = self.grid {
-                let rel = (c.ts_ns[i] as i128 - self.t.first_ts as i128) as u64;
-                if rel < win_lo || rel >= win_hi {
-                    win = g.index(rel);
-                    (win_lo, win_hi) = (g.start(win), g.end(win));
-                }
-                self.t.window_counts[win as usize] += 1;
-                push_window(&mut self.t.accs[slot].windows, win);
-            }
-            let starts_global_run = match c.run_start {
-                Some(r) => r[i] != 0,
-                None => prev_end != Some(offset),
-            };
-            prev_end = Some(end);
-            let range = self.t.ranges.index(offset);
-            let latency = c.latency_ns.map_or(0, |l| l[i]);
-            let jump = self.record(slot, i, offset, end, starts_global_run, range, latency);
-            if let Some(bucket) = jump {
-                self.t.jump_log2[bucket] += 1;
-            }
-            self.t.size_log2[size_bucket(size)] += 1;
-            match (size as usize).checked_shr(9) {
-                Some(k) if size & 511 == 0 && k < SMALL_SIZES => self.t.small_sizes[k] += 1,
-                _ => *self.t.size_counts.entry(size).or_insert(0) += 1,
-            }
+        // One loop per combination of windows and latencies, so that no row tests for them.
+        match (self.grid, self.cols.latency_ns) {
+            (Some(g), Some(l)) => self.run_rows(Some(*g), Some(l)),
+            (Some(g), None) => self.run_rows(Some(*g), None),
+            (None, Some(l)) => self.run_rows(None, Some(l)),
+            (None, None) => self.run_rows(None, None),
         }
-        self.prev_end = prev_end;
         for (k, &n) in self.t.small_sizes.iter().enumerate() {
             if n > 0 {
                 self.t.size_counts.insert((k as u32) << 9, n); // the running total so far
@@ -587,65 +656,114 @@ impl<'a> Pass<'a> {
         }
     }
 
+    #[inline(always)]
+    fn run_rows(&mut self, grid: Option<WindowGrid>, latency: Option<&[i64]>) {
+        let c = self.cols;
+        let n = c.ts_ns.len();
+        let (ts, stream, op) = (&c.ts_ns[..n], &c.stream[..n], &c.op[..n]);
+        let (offset, size) = (&c.offset[..n], &c.size[..n]);
+        let latency = latency.map(|l| &l[..n]);
+        let t = &mut self.t;
+        let mut prev_end = self.prev_end;
+        // The current window [win_lo, win_hi) and the row it started at: the whole trace's
+        // count of a window is added when the window changes.
+        let (mut win, mut win_lo, mut win_hi, mut win_row) = (0u64, 0u64, 0u64, 0usize);
+        for i in 0..n {
+            let (offset, size) = (offset[i], size[i]);
+            let end = offset.saturating_add(size as u64);
+            let slot = t.slot(stream[i]);
+            if let Some(g) = &grid {
+                let rel = (ts[i] as i128 - t.first_ts as i128) as u64;
+                if rel < win_lo || rel >= win_hi {
+                    t.window_counts[win as usize] += (i - win_row) as u64;
+                    win = g.index(rel);
+                    (win_lo, win_hi, win_row) = (g.start(win), g.end(win), i);
+                }
+                t.accs[slot].count_window(win);
+            }
+            let starts_global_run = match c.run_start {
+                Some(r) => r[i] != 0,
+                None => prev_end != Some(offset),
+            };
+            prev_end = Some(end);
+            let request = Request {
+                pos: c.seq.map_or(self.base + i as u64, |q| q[i]),
+                ts: ts[i],
+                offset,
+                end,
+                op: op[i],
+                latency: latency.map_or(0, |l| l[i]),
+                starts_global_run,
+            };
+            if let Some(bucket) = t.record(slot, &request) {
+                t.jump_log2[bucket] += 1;
+            }
+            let range = t.ranges.index(offset);
+            t.locality[slot * t.leaves + range] += 1;
+            match (size as usize).checked_shr(9) {
+                Some(k) if size & 511 == 0 && k < SMALL_SIZES => t.small_sizes[k] += 1,
+                _ => *t.size_counts.entry(size).or_insert(0) += 1,
+            }
+        }
+        if grid.is_some() && n > 0 {
+            t.window_counts[win as usize] += (n - win_row) as u64;
+        }
+        self.prev_end = prev_end;
+    }
+}
+
+/// One request, as `Tally::record` reads it.
+struct Request {
+    /// Its row in the whole trace.
+    pos: u64,
+    ts: i64,
+    offset: u64,
+    end: u64,
+    op: u8,
+    latency: i64,
+    starts_global_run: bool,
+}
+
+impl Tally {
+    #[inline(always)]
     fn slot(&mut self, stream: u32) -> usize {
-        let slot = self.t.slots.get_or_insert(stream, self.t.accs.len());
-        if slot == self.t.accs.len() {
-            self.t.accs.push(Acc::new(stream));
-            let leaves = self.t.leaves;
-            self.t.locality.resize(self.t.locality.len() + leaves, 0);
+        let slot = self.slots.get_or_insert(stream, self.accs.len());
+        if slot == self.accs.len() {
+            self.accs.push(Acc::new(stream));
+            self.locality.resize(self.locality.len() + self.leaves, 0);
         }
         slot
     }
 
-    /// Updates one stream's counters with request `i`; returns its jump's bucket, if it has a
-    /// predecessor.
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &mut self,
-        slot: usize,
-        i: usize,
-        offset: u64,
-        end: u64,
-        starts_global_run: bool,
-        range: usize,
-        latency: i64,
-    ) -> Option<usize> {
-        let c = self.cols;
-        let pos = c.seq.map_or(self.base + i as u64, |q| q[i]);
-        let acc = &mut self.t.accs[slot];
-        let s = &mut acc.stats;
-        let ts = c.ts_ns[i];
-        let jump = if s.requests == 0 {
-            s.first_ts = ts;
-            s.detangled_runs = 1;
-            s.relaxed_runs = 1;
+    /// Updates one stream's counters with a request; returns its jump's bucket, if it has a
+    /// predecessor in the stream.
+    #[inline(always)]
+    fn record(&mut self, slot: usize, r: &Request) -> Option<usize> {
+        let a = &mut self.accs[slot];
+        let jump = if a.requests == 0 {
+            (a.first_ts, a.first_index) = (r.ts, r.pos);
             None
         } else {
-            let prev = acc.last_end;
-            s.pairs += 1;
-            s.interference_sum += pos - acc.last_index - 1;
-            s.sequential += (offset == prev) as u64;
-            s.backward += (offset < prev) as u64;
-            s.forward += (offset > prev) as u64;
-            s.detangled_runs += (offset != prev) as u64;
-            s.relaxed_runs += (offset < prev || offset - prev > self.t.threshold) as u64;
-            Some(jump_bucket_between(prev, offset))
+            let prev = a.last_end;
+            a.sequential += (r.offset == prev) as u64;
+            a.backward += (r.offset < prev) as u64;
+            // `|`, not `||`: backward jumps come at random, and a branch on them mispredicts
+            let beyond = r.offset.wrapping_sub(prev) > self.threshold;
+            a.relaxed_breaks += ((r.offset < prev) | beyond) as u64;
+            Some(jump_bucket_between(prev, r.offset))
         };
-        s.requests += 1;
-        s.last_ts = ts;
-        s.reads += (c.op[i] == crate::columns::OP_READ) as u64;
-        s.writes += (c.op[i] == crate::columns::OP_WRITE) as u64;
-        s.size_sum += (end - offset) as u128;
-        s.latency_sum += latency as i128;
-        s.global_runs += starts_global_run as u64;
-        self.t.locality[slot * self.t.leaves + range] += 1;
-        acc.last_index = pos;
-        acc.last_end = end;
+        a.requests += 1;
+        a.last_ts = r.ts;
+        a.reads += (r.op == crate::columns::OP_READ) as u64;
+        a.writes += (r.op == crate::columns::OP_WRITE) as u64;
+        a.size_sum += (r.end - r.offset) as u128;
+        a.latency_sum += r.latency as i128;
+        a.global_runs += r.starts_global_run as u64;
+        a.last_index = r.pos;
+        a.last_end = r.end;
         jump
     }
-}
 
-impl Tally {
     fn new(params: &Params, capacity: u64, extent: &Extent, grid: Option<&WindowGrid>) -> Tally {
         Tally {
             threshold: params.relaxed_threshold,
@@ -659,7 +777,6 @@ impl Tally {
             window_counts: vec![0; grid.map_or(0, |g| g.count as usize)],
             small_sizes: vec![0; SMALL_SIZES],
             size_counts: FxHashMap::default(),
-            size_log2: vec![0; SIZE_BUCKETS],
             jump_log2: vec![0; JUMP_BUCKETS],
         }
     }
@@ -672,14 +789,15 @@ impl Tally {
                 .accs
                 .into_iter()
                 .zip(self.locality.chunks_exact(self.leaves.max(1)))
-                .map(|(mut a, locality)| {
-                    a.stats.locality = locality.to_vec();
-                    (a.stats, a.windows)
+                .map(|(a, locality)| {
+                    let (mut stats, windows) = a.finish();
+                    stats.locality = locality.to_vec();
+                    (stats, windows)
                 })
                 .collect(),
             window_counts: self.window_counts,
+            size_log2: size_log2(&self.size_counts),
             size_counts: self.size_counts,
-            size_log2: self.size_log2,
             jump_log2: self.jump_log2,
         }
     }
@@ -815,11 +933,13 @@ pub fn window_grid(span: u64, window_ns: i64) -> Result<Option<WindowGrid>, Stri
     WindowGrid::new(span, window_ns)
 }
 
-fn push_window(windows: &mut Vec<(u64, u64)>, win: u64) {
-    match windows.last_mut() {
-        Some(last) if last.0 == win => last.1 += 1,
-        _ => windows.push((win, 1)),
+/// Requests per size bucket, from the counts of each size (no need to bucket every request).
+fn size_log2(size_counts: &FxHashMap<u32, u64>) -> Vec<u64> {
+    let mut buckets = vec![0; SIZE_BUCKETS];
+    for (&size, &n) in size_counts {
+        buckets[size_bucket(size)] += n;
     }
+    buckets
 }
 
 /// Coefficient of variation (population std / mean) of per-window rates.

@@ -4,8 +4,9 @@
 //! A request touches every block it overlaps; zero-size requests touch none. Two exact methods
 //! give the same counts:
 //! - bitmaps, when one bit per 512-byte block of the touched address window, times the streams,
-//!   fits a memory budget: requests, grouped by bitmap region in one counting-sort pass, set
-//!   their bits (whole words at a time) in their stream's bitmap and popcounts count them.
+//!   fits a memory budget: requests are grouped by bitmap region (a counting sort: one pass
+//!   counts each region's spans, a second places them), set their bits (whole words at a
+//!   time) in their stream's bitmap one region at a time, and popcounts count them.
 //! - ranges otherwise: requests become ranges of 512-byte blocks (a stream's consecutive
 //!   overlapping or touching ranges are merged as they come, so sequential streams stay
 //!   small), the ranges are radix-sorted by start, and one scan merges them globally and per
@@ -67,13 +68,10 @@ pub fn footprints_of(
     max_end: u64,
 ) -> Footprints {
     let window = BitmapWindow::new(min_offset, max_end);
-    let streams = distinct_streams(pieces, max_stream);
     let requests = pieces.iter().map(|p| p.0.len()).sum();
-    if window.fits(streams, requests) {
-        by_bitmap(pieces, max_stream, window, streams)
-    } else {
-        by_ranges(pieces, max_stream, max_end)
-    }
+    // The bitmaps give up (None) as soon as the streams seen outgrow them.
+    by_bitmap(pieces, max_stream, window, window.max_streams(requests))
+        .unwrap_or_else(|| by_ranges(pieces, max_stream, max_end))
 }
 
 /// The 512-byte blocks `[first, end)` a request of `size` > 0 bytes at `offset` touches.
@@ -97,7 +95,7 @@ impl Streams {
     }
 
     /// The slot of stream `id`, added when new.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, id: u32) -> usize {
         let slot = self.slots.get_or_insert(id, self.counts.len());
         if slot == self.counts.len() {
@@ -105,16 +103,6 @@ impl Streams {
         }
         slot
     }
-}
-
-fn distinct_streams(pieces: &[Piece], max_stream: u32) -> usize {
-    let mut streams = Streams::new(max_stream);
-    for &(stream, _, _) in pieces {
-        for &id in stream {
-            streams.slot(id);
-        }
-    }
-    streams.counts.len()
 }
 
 /// The 512-byte blocks a bitmap covers: `words` 64-bit words from block `base`, a multiple of
@@ -135,27 +123,141 @@ impl BitmapWindow {
         }
     }
 
+    #[cfg(test)]
     fn fits(&self, streams: usize, requests: usize) -> bool {
         let words = self.words.saturating_mul(streams as u64);
         words <= BITMAP_BUDGET_BYTES / 8
             && words <= BITMAP_WORDS_PER_REQUEST.saturating_mul(requests as u64)
     }
+
+    /// The most streams whose bitmaps fit (`fits`).
+    fn max_streams(&self, requests: usize) -> usize {
+        let limit =
+            (BITMAP_BUDGET_BYTES / 8).min(BITMAP_WORDS_PER_REQUEST.saturating_mul(requests as u64));
+        match limit.checked_div(self.words) {
+            Some(n) => n.try_into().unwrap_or(usize::MAX),
+            None => usize::MAX, // an empty window
+        }
+    }
 }
 
-/// Footprints with one bitmap for each of the `stream_count` streams; the whole trace's bitmap
-/// is their union. Requests are first grouped by bitmap region, so that setting their bits
-/// hits cache: in request order each one costs a cache and TLB miss, more than the grouping.
+/// Footprints with one bitmap per stream, or None when there are more than `max_streams`
+/// streams; the whole trace's bitmap is their union. Requests are first grouped by bitmap
+/// region, so that setting their bits hits cache: in request order each one costs a cache and
+/// TLB miss, more than the grouping.
 fn by_bitmap(
     pieces: &[Piece],
     max_stream: u32,
     window: BitmapWindow,
-    stream_count: usize,
-) -> Footprints {
+    max_streams: usize,
+) -> Option<Footprints> {
+    if max_streams == 0 {
+        return None;
+    }
     let words = window.words as usize;
     let mut streams = Streams::new(max_stream);
-    let mut spans: Vec<u64> = Vec::with_capacity(pieces.iter().map(|p| p.0.len()).sum());
-    advise_huge_pages(&mut spans);
-    let mut regions = vec![0usize; ((words * stream_count) >> (REGION_SHIFT - 6)) + 1];
+    // A first pass learns the streams, their requested blocks and each region's short spans,
+    // so that a second can put the spans straight in their places (an array of all spans
+    // to group from cost more: twice the memory, fresh pages the kernel has to zero).
+    let mut per_region: Vec<usize> = Vec::new();
+    for &(stream, offset, size) in pieces {
+        for i in 0..stream.len() {
+            let known = streams.counts.len();
+            let slot = streams.slot(stream[i]);
+            if slot == known {
+                // a new stream: its bitmap must still fit, and its regions get counters
+                if known == max_streams {
+                    return None;
+                }
+                per_region.resize(((words * (known + 1)) >> (REGION_SHIFT - 6)) + 1, 0);
+            }
+            if size[i] == 0 {
+                continue;
+            }
+            let (first, end) = blocks(offset[i], size[i]);
+            streams.counts[slot].requested_512 += end - first;
+            let bit = (slot * words * 64) as u64 + first - window.base;
+            per_region[(bit >> REGION_SHIFT) as usize] += (end - first <= SHORT_SPAN) as usize;
+        }
+    }
+    let (split_region, _) = halfway(&per_region);
+    let layout = Layout {
+        words,
+        base: window.base,
+    };
+    let spans = group_spans(pieces, &mut streams, layout, &per_region);
+    let mut bits = vec![0u64; words * streams.counts.len()];
+    advise_huge_pages(&mut bits);
+    let regions = 0..per_region.len();
+    let mut rest = if spans.short.len() < PARALLEL_SPANS {
+        set_spans(&mut bits, 0, &spans, regions)
+    } else {
+        // Two threads set the bits of the regions below and from `split_region`; a span
+        // that crosses the boundary is finished once both are done.
+        let split_bit = ((split_region as u64) << REGION_SHIFT).min(bits.len() as u64 * 64);
+        let (low, high) = bits.split_at_mut((split_bit / 64) as usize);
+        let spans = &spans;
+        std::thread::scope(|scope| {
+            let upper =
+                scope.spawn(|| set_spans(high, split_bit, spans, split_region..regions.end));
+            let crossing = set_spans(low, 0, spans, 0..split_region);
+            upper.join().expect("bitmap thread panicked");
+            crossing
+        })
+    };
+    rest.extend_from_slice(&spans.long);
+    for (start, end) in rest {
+        set_bits(&mut bits, start, end);
+    }
+    let total = count_bitmaps(&bits, words, &mut streams.counts);
+    Some(Footprints {
+        total,
+        streams: streams.counts,
+    })
+}
+
+/// Below this many spans one thread sets all bits.
+const PARALLEL_SPANS: usize = 1 << 16;
+
+/// Spans of at most this many blocks (~1 MiB) are short: their offset in their region and
+/// their length pack into 32 bits.
+const SHORT_LEN_BITS: u32 = 32 - REGION_SHIFT;
+const SHORT_SPAN: u64 = (1 << SHORT_LEN_BITS) - 1;
+
+/// Where the streams' bitmaps lie: `words` words each, back to back, from block `base`.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    words: usize,
+    base: u64,
+}
+
+/// Requests as spans of bits of the streams' bitmaps: short ones grouped by region (region
+/// r's are `short[bounds[r]..bounds[r + 1]]`, as `offset in region << SHORT_LEN_BITS |
+/// length`), long ones as [start, end) bit ranges.
+struct Spans {
+    short: Vec<u32>,
+    bounds: Vec<usize>,
+    long: Vec<(u64, u64)>,
+}
+
+/// The requests' spans, given each region's count of short spans.
+fn group_spans(
+    pieces: &[Piece],
+    streams: &mut Streams,
+    layout: Layout,
+    per_region: &[usize],
+) -> Spans {
+    let mut bounds = Vec::with_capacity(per_region.len() + 1);
+    let mut sum = 0;
+    for &count in per_region {
+        bounds.push(sum);
+        sum += count;
+    }
+    bounds.push(sum);
+    let mut next = bounds[..per_region.len()].to_vec();
+    let mut short = vec![0u32; sum];
+    advise_huge_pages(&mut short);
+    let mut long = Vec::new();
     for &(stream, offset, size) in pieces {
         for i in 0..stream.len() {
             let slot = streams.slot(stream[i]);
@@ -163,44 +265,23 @@ fn by_bitmap(
                 continue;
             }
             let (first, end) = blocks(offset[i], size[i]);
-            streams.counts[slot].requested_512 += end - first;
-            // the streams' bitmaps lie back to back, so a bit index says both stream and block
-            let bit = (slot * words * 64) as u64 + first - window.base;
-            regions[(bit >> REGION_SHIFT) as usize] += 1;
-            spans.push(bit << 32 | (end - first));
+            let bit = (slot * layout.words * 64) as u64 + first - layout.base;
+            let len = end - first;
+            if len > SHORT_SPAN {
+                long.push((bit, bit + len));
+                continue;
+            }
+            let at = &mut next[(bit >> REGION_SHIFT) as usize];
+            short[*at] = ((bit & ((1 << REGION_SHIFT) - 1)) << SHORT_LEN_BITS | len) as u32;
+            *at += 1;
         }
     }
-    let mut bits = vec![0u64; words * stream_count];
-    advise_huge_pages(&mut bits);
-    let (split_region, first_half) = halfway(&regions);
-    let grouped = group_by_region(&spans, regions);
-    if grouped.len() < PARALLEL_SPANS {
-        set_spans(&mut bits, 0, &grouped);
-    } else {
-        // Two threads set the bits of the regions below and from `split_region`; a span
-        // that crosses the boundary is finished once both are done.
-        let split_bit = ((split_region as u64) << REGION_SHIFT).min(bits.len() as u64 * 64);
-        let (low, high) = bits.split_at_mut((split_bit / 64) as usize);
-        let (below, above) = grouped.split_at(first_half);
-        let crossing = std::thread::scope(|scope| {
-            let upper = scope.spawn(|| set_spans(high, split_bit, above));
-            let crossing = set_spans(low, 0, below);
-            upper.join().expect("bitmap thread panicked");
-            crossing
-        });
-        for (start, end) in crossing {
-            set_bits(&mut bits, start, end);
-        }
-    }
-    let total = count_bitmaps(&bits, words, &mut streams.counts);
-    Footprints {
-        total,
-        streams: streams.counts,
+    Spans {
+        short,
+        bounds,
+        long,
     }
 }
-
-/// Below this many spans one thread sets all bits.
-const PARALLEL_SPANS: usize = 1 << 16;
 
 /// The region that splits the spans in two halves, and how many spans lie below it.
 fn halfway(regions: &[usize]) -> (usize, usize) {
@@ -215,59 +296,65 @@ fn halfway(regions: &[usize]) -> (usize, usize) {
     (regions.len(), below)
 }
 
-/// Sets the spans' bits in `map`, which holds the bits from `first_bit` on; returns the
-/// parts of spans that run past its end, as [start, end) bit ranges of the whole bitmap.
-fn set_spans(map: &mut [u64], first_bit: u64, spans: &[u64]) -> Vec<(u64, u64)> {
+/// Sets the bits of the short spans of `regions` in `map`, which holds the bits from
+/// `first_bit` on; returns the parts of spans that run past its end, as [start, end) bit
+/// ranges of the whole bitmap.
+fn set_spans(
+    map: &mut [u64],
+    first_bit: u64,
+    spans: &Spans,
+    regions: std::ops::Range<usize>,
+) -> Vec<(u64, u64)> {
     let limit = first_bit + map.len() as u64 * 64;
     let mut beyond = Vec::new();
-    for &span in spans {
-        let start = span >> 32;
-        let end = start + (span & 0xFFFF_FFFF);
-        if end > limit {
-            beyond.push((limit, end));
+    for r in regions {
+        let region_start = (r as u64) << REGION_SHIFT;
+        for &span in &spans.short[spans.bounds[r]..spans.bounds[r + 1]] {
+            let start = region_start + (span >> SHORT_LEN_BITS) as u64;
+            let end = start + (span as u64 & SHORT_SPAN);
+            if end > limit {
+                beyond.push((limit, end));
+            }
+            set_bits(map, start - first_bit, end.min(limit) - first_bit);
         }
-        set_bits(map, start - first_bit, end.min(limit) - first_bit);
     }
     beyond
 }
 
-/// Spans (`start bit << 32 | length`) in order of region, given each region's span count.
-fn group_by_region(spans: &[u64], mut regions: Vec<usize>) -> Vec<u64> {
-    let mut sum = 0;
-    for r in regions.iter_mut() {
-        (*r, sum) = (sum, sum + *r);
-    }
-    let mut grouped = vec![0u64; spans.len()];
-    advise_huge_pages(&mut grouped);
-    for &span in spans {
-        let next = &mut regions[(span >> (32 + REGION_SHIFT)) as usize];
-        grouped[*next] = span;
-        *next += 1;
-    }
-    grouped
-}
-
 /// Sets bits `[start, end)` (start < end) of a bitmap, whole words at a time.
+#[inline]
 fn set_bits(map: &mut [u64], start: u64, end: u64) {
     let (first, last) = ((start / 64) as usize, ((end - 1) / 64) as usize);
     let head = u64::MAX << (start % 64);
     let tail = u64::MAX >> (63 - (end - 1) % 64);
     if first == last {
         map[first] |= head & tail;
-    } else {
-        map[first] |= head;
-        map[first + 1..last].fill(u64::MAX);
-        map[last] |= tail;
+        return;
+    }
+    map[first] |= head;
+    map[last] |= tail;
+    let middle = &mut map[first + 1..last];
+    let n = middle.len();
+    if n > 4 {
+        middle.fill(u64::MAX);
+    } else if n > 0 {
+        // most requests span a few words: stores that may overlap beat a call to memset
+        middle[0] = u64::MAX;
+        middle[n - 1] = u64::MAX;
+        middle[1.min(n - 1)] = u64::MAX;
+        middle[n.saturating_sub(2)] = u64::MAX;
     }
 }
 
 /// Adds a bitmap word's blocks: its set bits, and its nonzero bytes (4 KiB blocks).
+#[inline(always)]
 fn add_word(counts: &mut BlockCounts, word: u64) {
     let mut any = word | word >> 4;
     any |= any >> 2;
     any |= any >> 1;
     counts.unique_512 += word.count_ones() as u64;
-    counts.unique_4k += (any & 0x0101_0101_0101_0101).count_ones() as u64;
+    // the low bit of each byte says whether it is nonzero; a multiply sums the eight bits
+    counts.unique_4k += (any & 0x0101_0101_0101_0101).wrapping_mul(0x0101_0101_0101_0101) >> 56;
 }
 
 /// Counts each stream's bitmap (`words` words each, back to back) and their union; two
@@ -304,7 +391,36 @@ fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> Blo
 const PARALLEL_WORDS: usize = 1 << 20;
 
 /// The blocks of words `range` of every stream's bitmap: their union's and each stream's.
+/// With the CPU's popcnt instruction where it has one (the baseline x86-64 target has not,
+/// and counting bits without it took most of this function's time).
 fn count_words(
+    bits: &[u64],
+    words: usize,
+    streams: usize,
+    range: std::ops::Range<usize>,
+) -> (BlockCounts, Vec<BlockCounts>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("popcnt") {
+        // SAFETY: the CPU has popcnt (checked just above), the only feature the function
+        // enables.
+        return unsafe { count_words_popcnt(bits, words, streams, range) };
+    }
+    count_words_portable(bits, words, streams, range)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn count_words_popcnt(
+    bits: &[u64],
+    words: usize,
+    streams: usize,
+    range: std::ops::Range<usize>,
+) -> (BlockCounts, Vec<BlockCounts>) {
+    count_words_portable(bits, words, streams, range)
+}
+
+#[inline(always)]
+fn count_words_portable(
     bits: &[u64],
     words: usize,
     streams: usize,
@@ -315,11 +431,10 @@ fn count_words(
     for j in range {
         let mut union = 0;
         for (slot, counts) in per_stream.iter_mut().enumerate() {
+            // no test for zero words: half of them are, at random, and a branch mispredicts
             let word = bits[slot * words + j];
-            if word != 0 {
-                union |= word;
-                add_word(counts, word);
-            }
+            union |= word;
+            add_word(counts, word);
         }
         add_word(&mut total, union);
     }
@@ -665,9 +780,8 @@ mod tests {
             .unwrap_or(0);
         let window = BitmapWindow::new(min_offset, max_end);
         let whole: [Piece; 1] = [(stream, offset, size)];
-        let count = distinct_streams(&whole, max_stream);
         let both = (
-            by_bitmap(&whole, max_stream, window, count),
+            by_bitmap(&whole, max_stream, window, usize::MAX).unwrap(),
             by_ranges(&whole, max_stream, max_end),
         );
         // the same requests cut into pieces (Parquet row groups) count the same
@@ -676,7 +790,10 @@ mod tests {
             .iter()
             .map(|&(i, j)| (&stream[i..j], &offset[i..j], &size[i..j]))
             .collect();
-        assert_eq!(by_bitmap(&pieces, max_stream, window, count), both.0);
+        assert_eq!(
+            by_bitmap(&pieces, max_stream, window, usize::MAX),
+            Some(both.0.clone())
+        );
         assert_eq!(by_ranges(&pieces, max_stream, max_end), both.1);
         both
     }
@@ -715,21 +832,29 @@ mod tests {
     fn spans_crossing_the_split_are_finished() {
         // two regions' worth of bits, spans on both sides of the boundary and across it
         let region = 1u64 << REGION_SHIFT;
-        let spans: Vec<u64> = [(5, 70), (region - 3, 10), (region - 64, 64), (region, 1)]
-            .iter()
-            .map(|&(start, len)| start << 32 | len)
-            .collect();
+        let pack = |start: u64, len: u64| ((start % region) << SHORT_LEN_BITS | len) as u32;
+        let spans = Spans {
+            short: vec![
+                pack(5, 70),
+                pack(region - 3, 10),
+                pack(region - 64, 64),
+                pack(0, 1),
+            ],
+            bounds: vec![0, 3, 4],
+            long: vec![],
+        };
         let mut serial = vec![0u64; (2 * region / 64) as usize];
-        assert!(set_spans(&mut serial, 0, &spans).is_empty());
+        assert!(set_spans(&mut serial, 0, &spans, 0..2).is_empty());
         let mut split = vec![0u64; serial.len()];
         let (low, high) = split.split_at_mut((region / 64) as usize);
-        let crossing = set_spans(low, 0, &spans[..3]);
+        let crossing = set_spans(low, 0, &spans, 0..1);
         assert_eq!(crossing, vec![(region, region + 7)]);
-        assert!(set_spans(high, region, &spans[3..]).is_empty());
+        assert!(set_spans(high, region, &spans, 1..2).is_empty());
         for (start, end) in crossing {
             set_bits(&mut split, start, end);
         }
         assert_eq!(split, serial);
+        assert_eq!(serial[(region / 64) as usize], 0x7F | 1);
         assert_eq!(halfway(&[3, 0, 1, 4]), (3, 4));
         assert_eq!(halfway(&[0, 0]), (0, 0));
     }
@@ -771,7 +896,11 @@ mod tests {
         assert!(window.fits(200, 10_000_000));
         assert!(!window.fits(300, 10_000_000)); // over 256 MiB
         assert!(!window.fits(1, 30_000)); // 4.4 words per request
-                                          // offsets near 2^63 only need the window they touch
+        for requests in [0, 1, 30_000, 32_768, 10_000_000, 1 << 40] {
+            let n = window.max_streams(requests);
+            assert!(window.fits(n, requests) && !window.fits(n + 1, requests));
+        }
+        // offsets near 2^63 only need the window they touch
         let high = BitmapWindow::new((1 << 63) + 4096, (1 << 63) + 8192);
         assert_eq!((high.base, high.words), (1 << 54, 1));
     }
