@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -178,25 +179,38 @@ def lru_cell(rows: list[dict], size: int) -> dict:
     )
 
 
-def tiered_rows(copies: int, sizes: list[int], repeat: int, rows: list[dict]) -> list[dict]:
-    """The tiered device with an LRU cache of each size; `rows` gives the cache-only cells."""
-    trace = tiled_trace(copies)
+def tiered_cells(
+    trace: Path,
+    sizes: list[int],
+    repeat: int,
+    rows: list[dict],
+    make_row: Callable[[int, float, int, int, int, dict], dict],
+    show: Callable[[dict], str],
+) -> list[dict]:
+    """The tiered device with an LRU cache of each size on `trace`; `make_row` turns
+    (size, seconds, requests, hits, misses, the cache-only LRU cell) into a table row."""
     out_rows = []
     for size in sizes:
         seconds, requests, hits, misses = time_tiered(trace, size, repeat)
-        lru = lru_cell(rows, size)
-        out_rows.append(
-            {
-                "size": size,
-                "requests": requests,
-                "blocks": hits + misses,
-                "seconds": seconds,
-                "same_hits": hits == lru["iotwin_hits"] and hits + misses == lru["n"],
-                "lcs_blocks_per_s": lru["n"] / lru["lcs_s"],
-            }
-        )
-        print(format_tiered(out_rows[-1]), flush=True)
+        out_rows.append(make_row(size, seconds, requests, hits, misses, lru_cell(rows, size)))
+        print(show(out_rows[-1]), flush=True)
     return out_rows
+
+
+def tiered_rows(copies: int, sizes: list[int], repeat: int, rows: list[dict]) -> list[dict]:
+    """The tiered device on the tiled cloudPhysics trace; `rows` gives the cache-only cells."""
+
+    def row(size: int, seconds: float, requests: int, hits: int, misses: int, lru: dict) -> dict:
+        return {
+            "size": size,
+            "requests": requests,
+            "blocks": hits + misses,
+            "seconds": seconds,
+            "same_hits": hits == lru["iotwin_hits"] and hits + misses == lru["n"],
+            "lcs_blocks_per_s": lru["n"] / lru["lcs_s"],
+        }
+
+    return tiered_cells(tiled_trace(copies), sizes, repeat, rows, row, format_tiered)
 
 
 def block_requests_trace(npy: Path) -> Path:
@@ -230,22 +244,17 @@ def block_requests_trace(npy: Path) -> Path:
 
 def tiered_block_rows(npy: Path, sizes: list[int], repeat: int, rows: list[dict]) -> list[dict]:
     """The tiered device on the LRU cells' own stream, one 4 KiB request per access."""
-    trace = block_requests_trace(npy)
-    out_rows = []
-    for size in sizes:
-        seconds, requests, hits, _ = time_tiered(trace, size, repeat)
-        lru = lru_cell(rows, size)
-        out_rows.append(
-            {
-                "size": size,
-                "requests": requests,
-                "seconds": seconds,
-                "lcs_per_s": lru["n"] / lru["lcs_s"],
-                "same_hits": hits == lru["lcs_hits"] and requests == lru["n"],
-            }
-        )
-        print(format_block_row(out_rows[-1]), flush=True)
-    return out_rows
+
+    def row(size: int, seconds: float, requests: int, hits: int, _misses: int, lru: dict) -> dict:
+        return {
+            "size": size,
+            "requests": requests,
+            "seconds": seconds,
+            "lcs_per_s": lru["n"] / lru["lcs_s"],
+            "same_hits": hits == lru["lcs_hits"] and requests == lru["n"],
+        }
+
+    return tiered_cells(block_requests_trace(npy), sizes, repeat, rows, row, format_block_row)
 
 
 BLOCK_HEADER = (
