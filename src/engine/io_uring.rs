@@ -164,9 +164,7 @@ impl Uring {
             poll: copiers.is_some(),
         })
     }
-}
 
-impl Uring {
     /// Runs the ring's deferred completion work until a completion is posted or `POLL_NS`
     /// (at most `wait`) passed; returns what is left of `wait` when none was.
     fn poll_completions(&mut self, wait: Duration) -> io::Result<Option<Duration>> {

@@ -155,6 +155,10 @@ fn by_bitmap(
         return None;
     }
     let words = window.words as usize;
+    let layout = Layout {
+        words,
+        base: window.base,
+    };
     let mut streams = Streams::new(max_stream);
     // A first pass learns the streams, their requested blocks and each region's short spans,
     // so that a second can put the spans straight in their places (an array of all spans
@@ -176,15 +180,11 @@ fn by_bitmap(
             }
             let (first, end) = blocks(offset[i], size[i]);
             streams.counts[slot].requested_512 += end - first;
-            let bit = (slot * words * 64) as u64 + first - window.base;
+            let bit = layout.bit(slot, first);
             per_region[(bit >> REGION_SHIFT) as usize] += (end - first <= SHORT_SPAN) as usize;
         }
     }
     let (split_region, _) = halfway(&per_region);
-    let layout = Layout {
-        words,
-        base: window.base,
-    };
     let spans = group_spans(pieces, &mut streams, layout, &per_region);
     let mut bits = vec![0u64; words * streams.counts.len()];
     advise_huge_pages(&mut bits);
@@ -231,6 +231,14 @@ struct Layout {
     base: u64,
 }
 
+impl Layout {
+    /// The bit of block `block` in stream `slot`'s bitmap: one index says both.
+    #[inline(always)]
+    fn bit(&self, slot: usize, block: u64) -> u64 {
+        (slot * self.words * 64) as u64 + block - self.base
+    }
+}
+
 /// Requests as spans of bits of the streams' bitmaps: short ones grouped by region (region
 /// r's are `short[bounds[r]..bounds[r + 1]]`, as `offset in region << SHORT_LEN_BITS |
 /// length`), long ones as [start, end) bit ranges.
@@ -265,7 +273,7 @@ fn group_spans(
                 continue;
             }
             let (first, end) = blocks(offset[i], size[i]);
-            let bit = (slot * layout.words * 64) as u64 + first - layout.base;
+            let bit = layout.bit(slot, first);
             let len = end - first;
             if len > SHORT_SPAN {
                 long.push((bit, bit + len));
