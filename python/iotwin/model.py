@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import polars as pl
 
 from . import _core
@@ -242,13 +243,14 @@ def describe(
     return Model(doc)
 
 
-def parse_json(text: str) -> Any:
-    """json.loads without the cyclic garbage collector, which a parse creating a million
-    objects keeps waking for nothing (JSON has no cycles): 0.44 s -> 0.25 s on an 11 MiB model."""
+def parse_json(text: str | bytes) -> Any:
+    """A model's JSON, parsed by orjson (0.25 s -> 0.16 s on an 11 MiB model against
+    json.loads) with the cyclic garbage collector off: a parse creating a million objects
+    keeps waking it for nothing (JSON has no cycles). Errors are json.JSONDecodeErrors."""
     was_on = gc.isenabled()
     gc.disable()
     try:
-        return json.loads(text)
+        return orjson.loads(text)
     finally:
         if was_on:
             gc.enable()
