@@ -10,6 +10,7 @@ pub mod columns;
 pub mod engine;
 pub mod fenwick;
 pub mod model;
+pub mod rankset;
 pub mod readers;
 pub mod sim;
 pub mod stats;

@@ -6,7 +6,7 @@
 use super::hist::Hist;
 use super::lastseen::LastSeen;
 use super::tree::{TransKey, Tree};
-use crate::fenwick::Fenwick;
+use crate::rankset::RankSet;
 use rustc_hash::FxHashMap;
 
 /// How a request relates to the stream's previous ones.
@@ -587,7 +587,7 @@ const SAMPLE_SPACE: u64 = 1 << 24;
 /// request's first block: the number of distinct blocks the stream touched since it last
 /// touched this one (u32::MAX when never).
 ///
-/// Whether a block was touched before is always exact. The distance is exact (a Fenwick tree
+/// Whether a block was touched before is always exact. The distance is exact (a rank set
 /// over the stream's accesses, O(n log n)) for streams of up to EXACT_REQUESTS requests; for
 /// longer streams it is measured on a spatially hashed sample of blocks and scaled by the
 /// sampling rate, as SHARDS does (Waldspurger et al., FAST'15), and the other re-references
@@ -645,8 +645,11 @@ pub fn sample_threshold(requests: u64) -> u64 {
 /// into time partitions gets the very distances one pass over it gives.
 #[derive(Debug, Clone)]
 pub struct StackTracker {
-    /// One mark per distinct block at its latest access (i32: half the memory of i64).
-    fen: Fenwick<i32>,
+    /// One mark per distinct block at its latest access (a bit per position: the counts
+    /// stay in cache, where a tree over every position missed it at each access).
+    marks: RankSet,
+    /// How many marks `marks` holds (distinct sampled blocks so far).
+    live: u64,
     /// block -> position among the sampled accesses (u32::MAX: not in the sample)
     last: LastSeen,
     sampled: usize,
@@ -664,7 +667,8 @@ impl StackTracker {
     /// hash map when that is not much larger than the stream.
     pub fn with_blocks(requests: usize, threshold: u64, blocks: u64) -> StackTracker {
         StackTracker {
-            fen: Fenwick::new(requests),
+            marks: RankSet::new(requests),
+            live: 0,
             last: LastSeen::new(requests, blocks),
             sampled: 0,
             threshold,
@@ -686,15 +690,16 @@ impl StackTracker {
             Some(prev) => {
                 // sampled blocks touched after prev: marks strictly between prev and now
                 let prev = prev as usize;
-                let d =
-                    (self.fen.prefix(self.sampled) - self.fen.prefix(prev + 1)) as f64 * self.scale;
-                self.fen.add(prev, -1);
+                let d = (self.live - self.marks.rank(prev + 1)) as f64 * self.scale;
+                self.marks.remove(prev);
+                self.live -= 1;
                 (d as u64).min(REUSE_UNSAMPLED as u64 - 1) as u32
             }
             None => u32::MAX,
         };
         if in_sample {
-            self.fen.add(self.sampled, 1);
+            self.marks.insert(self.sampled);
+            self.live += 1;
             self.sampled += 1;
         }
         d
