@@ -762,6 +762,63 @@ fn synth_model<'py>(
     columns_to_py(py, &cols)
 }
 
+/// A model's synthetic trace produced in batches (`Sampler::stream`: the very requests
+/// `synth_model` gives, in the same order), so a long trace is written while it is sampled
+/// and never held whole. `take(n)` samples the next up to n requests without the GIL.
+#[pyclass]
+struct SynthStream {
+    inner: crate::model::sample::Synth,
+}
+
+#[pymethods]
+impl SynthStream {
+    #[new]
+    #[pyo3(signature = (model, requests, duration_ns, intensity, compress, seed, uniform))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        model: &Bound<'_, PyAny>,
+        requests: Option<u64>,
+        duration_ns: Option<i64>,
+        intensity: f64,
+        compress: f64,
+        seed: u64,
+        uniform: bool,
+    ) -> PyResult<Self> {
+        let sampler = model_sampler(model)?;
+        let params = crate::model::sample::SynthParams {
+            requests,
+            duration_ns,
+            intensity,
+            compress,
+            seed,
+            uniform,
+        };
+        Ok(SynthStream {
+            inner: py.detach(|| sampler.stream(params)),
+        })
+    }
+
+    /// Requests in the whole trace.
+    #[getter]
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+
+    /// The next up to `n` requests as canonical columns (none left: empty columns).
+    fn take<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyDict>> {
+        let inner = &mut self.inner;
+        let cols = py.detach(|| {
+            let mut c = Columns::with_capacity(n);
+            for r in inner.by_ref().take(n) {
+                c.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+            }
+            c
+        });
+        columns_to_py(py, &cols)
+    }
+}
+
 /// A sampler from a model document: JSON text, or the dict Python parsed it into (read as it
 /// is, which spares a json.dumps and a second parse of a document of tens of MiB).
 fn model_sampler(model: &Bound<'_, PyAny>) -> PyResult<crate::model::sample::Sampler> {
@@ -1229,6 +1286,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_model, m)?)?;
     m.add_function(wrap_pyfunction!(lru_miss_ratios, m)?)?;
     m.add_function(wrap_pyfunction!(synth_model, m)?)?;
+    m.add_class::<SynthStream>()?;
     m.add_class::<PartitionFit>()?;
     m.add_function(wrap_pyfunction!(merge_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;

@@ -565,26 +565,29 @@ def synth(
         typer.Option("--baseline", help="'uniform': the IOMeter-like trace without locality."),
     ] = None,
 ) -> None:
-    """Generate a synthetic trace from a model."""
+    """Generate a synthetic trace from a model (written as it is sampled)."""
+    from rich.progress import MofNCompleteColumn, Progress, TimeElapsedColumn
+
     from .model import Model
-    from .trace import write_trace
 
     m = Model.load(model)
     if requests is not None and duration is not None:
         raise IotwinError("give --requests or --duration, not both")
     duration_s = parse_duration(duration, "--duration") if duration else None
-    with err_console.status("synthesizing ..."):
-        t = m.synth(
+    columns = (*Progress.get_default_columns()[:3], MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console, transient=True) as bar:
+        task = bar.add_task("synthesizing", total=None)
+        n, last_ns = m.write_synth(
+            output,
             requests=requests,
             duration_s=duration_s,
             intensity=intensity,
             compress=compress,
             seed=seed,
             baseline=baseline,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-        write_trace(t, output)
-    span = (t.df["ts_ns"][-1] / 1e9) if t.df.height else 0.0
-    console.print(f"[green]wrote[/green] {output}: {t.df.height:,} requests over {span:,.3f} s")
+    console.print(f"[green]wrote[/green] {output}: {n:,} requests over {last_ns / 1e9:,.3f} s")
 
 
 @app.command()

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ from .errors import IotwinError, TraceFormatError
 from .formats import ReadOptions, Scan, TraceFormat, detect, get_format
 from .formats.base import CANONICAL_SCHEMA, OPTIONAL_SCHEMA
 from .formats.delimited import DelimitedFormat
-from .source import atomic_output, plain_file
+from .source import atomic_output, plain_file, prefetched
 from .trace import (
     Trace,
     TraceMeta,
@@ -328,7 +326,7 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
         writer.write_table(table.cast(writer.schema), row_group_size=table.num_rows)
 
     try:
-        for batch in _prefetched(frame.collect_batches()):
+        for batch in prefetched(frame.collect_batches()):
             pending.append(batch)
             rows += batch.height
             if rows >= ROW_GROUP:
@@ -381,31 +379,6 @@ def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
 
 # Columns a request may lack (an unknown latency); every other canonical column is required.
 OPTIONAL_NULLABLE = ("latency_ns",)
-
-
-def _prefetched(batches: Iterator[pl.DataFrame], depth: int = 64) -> Iterator[pl.DataFrame]:
-    """Iterates `batches` in a background thread, `depth` ahead (polars and pyarrow release
-    the GIL, so parsing the next batch overlaps writing this one)."""
-    box: queue.Queue = queue.Queue(depth)
-    done = object()
-
-    def produce() -> None:
-        try:
-            for item in batches:
-                box.put(item)
-        except BaseException as exc:  # re-raised in the consumer, with its cause chain
-            box.put(exc)
-            return
-        box.put(done)
-
-    threading.Thread(target=produce, daemon=True).start()
-    while True:
-        item = box.get()
-        if item is done:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
 
 
 def load_trace(

@@ -12,6 +12,7 @@ import json
 import math
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -25,7 +26,7 @@ from . import _core
 from .errors import IotwinError
 from .formats.base import frame_from_columns
 from .layout import on_virtual_device
-from .source import atomic_output
+from .source import atomic_output, prefetched
 from .trace import Trace, TraceMeta, coarse_clock_ns
 
 MODEL_VERSION = 1
@@ -103,6 +104,66 @@ class Model:
         """A synthetic trace: `requests` in all (each stream its exact share) or `duration_s`
         of activity; `intensity` multiplies the rate, `compress` shortens the fluctuation
         phases; `baseline="uniform"` gives the IOMeter-like trace without locality."""
+        doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
+        # the core reads the dict itself: no json.dumps of a model of tens of MiB
+        df = self._on_clock(frame_from_columns(_core.synth_model(doc, *args)))
+        return Trace(df, self._synth_meta(doc, seed, baseline))
+
+    def write_synth(
+        self,
+        path: str | Path,
+        requests: int | None = None,
+        duration_s: float | None = None,
+        intensity: float = 1.0,
+        compress: float = 1.0,
+        seed: int = 0,
+        baseline: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> tuple[int, int]:
+        """`synth(...)` written to canonical Parquet at `path` as it is sampled, one row group
+        at a time (the same requests; memory holds a batch, not the trace), atomically.
+        `progress(done, total)` follows each batch. Returns (requests, last time in ns)."""
+        import pyarrow.parquet as pq
+
+        doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
+        stream = _core.SynthStream(doc, *args)
+        total = stream.total  # read now: the sampling thread holds the stream from here on
+        kv = self._synth_meta(doc, seed, baseline).to_kv()
+        done, last_ns = 0, 0
+        with atomic_output(path) as tmp:
+            writer: pq.ParquetWriter | None = None
+            try:
+                for df in prefetched(_batches(stream, self._on_clock), depth=2):
+                    table = df.to_arrow()
+                    if writer is None:
+                        # zstd level 1, as write_trace: a quarter less CPU than the default
+                        schema = table.schema.with_metadata(kv)
+                        writer = pq.ParquetWriter(
+                            tmp, schema, compression="zstd", compression_level=1
+                        )
+                    writer.write_table(table.cast(writer.schema))
+                    done += df.height
+                    last_ns = int(df["ts_ns"][-1]) if df.height else last_ns
+                    if progress is not None:
+                        progress(done, total)
+                if writer is None:  # no requests: still a canonical (empty) trace
+                    empty = frame_from_columns(stream.take(0))
+                    empty.write_parquet(tmp, metadata=kv)
+            finally:
+                if writer is not None:
+                    writer.close()
+        return done, last_ns
+
+    def _synth_args(
+        self,
+        requests: int | None,
+        duration_s: float | None,
+        intensity: float,
+        compress: float,
+        seed: int,
+        baseline: str | None,
+    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        """The model with its types expanded, and the core's synthesis arguments."""
         if requests is None and duration_s is None:
             requests = int(self.doc["requests"])
         _check_positive(intensity=intensity, compress=compress)
@@ -111,9 +172,7 @@ class Model:
         if baseline not in (None, "uniform"):
             raise IotwinError(f"unknown baseline '{baseline}' (known: uniform)")
         duration_ns = None if duration_s is None else int(duration_s * 1e9)
-        doc = expand_types(self.doc)
-        cols = _core.synth_model(
-            doc,  # the core reads the dict itself: no json.dumps of a model of tens of MiB
+        args = (
             requests,
             duration_ns,
             float(intensity),
@@ -121,13 +180,17 @@ class Model:
             int(seed) & (2**64 - 1),
             baseline == "uniform",
         )
-        df = frame_from_columns(cols)
+        return expand_types(self.doc), args
+
+    def _on_clock(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The twin keeps the original's coarse clock (see trace.coarse_clock_ns)."""
         tick = int(self.doc.get("source", {}).get("clock_ns") or 0)
-        if tick:  # the twin keeps the original's coarse clock (see trace.coarse_clock_ns)
-            df = df.with_columns((pl.col("ts_ns") // tick * tick).alias("ts_ns"))
+        return df.with_columns((pl.col("ts_ns") // tick * tick).alias("ts_ns")) if tick else df
+
+    def _synth_meta(self, doc: dict[str, Any], seed: int, baseline: str | None) -> TraceMeta:
         names = {s["id"]: s.get("name", f"stream {s['id']}") for s in doc["streams"]}
         source = self.doc.get("source", {})
-        meta = TraceMeta(
+        return TraceMeta(
             source=f"iotwin synth (seed {seed})",
             format="synth" if baseline is None else f"synth-{baseline}",
             stream_by=source.get("stream_by", "device"),
@@ -135,7 +198,21 @@ class Model:
             capacity=int(self.doc["capacity"]),
             streams={int(k): v for k, v in names.items()},
         )
-        return Trace(df, meta)
+
+
+# Requests per row group of a streamed synthetic trace.
+SYNTH_BATCH = 1 << 20
+
+
+def _batches(
+    stream: Any, on_clock: Callable[[pl.DataFrame], pl.DataFrame]
+) -> Iterator[pl.DataFrame]:
+    """The stream's requests as canonical DataFrames of SYNTH_BATCH rows, until it is done."""
+    while True:
+        df = frame_from_columns(stream.take(SYNTH_BATCH))
+        if df.height == 0:
+            return
+        yield on_clock(df)
 
 
 def _check_positive(**values: float) -> None:

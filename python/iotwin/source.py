@@ -7,15 +7,19 @@ import contextlib
 import gzip
 import lzma
 import os
+import queue
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import zstandard
 
 from .errors import IotwinError
+
+T = TypeVar("T")
 
 # Compression is told by magic bytes, not by the file name, so a renamed file still opens.
 _MAGIC = {
@@ -111,3 +115,29 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def prefetched(items: Iterator[T], depth: int = 64) -> Iterator[T]:
+    """Iterates `items` in a background thread, `depth` ahead: where producing an item and
+    using one both release the GIL (polars parsing, the core sampling, pyarrow writing), the
+    next is made while this one is used."""
+    box: queue.Queue = queue.Queue(depth)
+    done = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                box.put(item)
+        except BaseException as exc:  # re-raised in the consumer, with its cause chain
+            box.put(exc)
+            return
+        box.put(done)
+
+    threading.Thread(target=produce, daemon=True).start()
+    while True:
+        item = box.get()
+        if item is done:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item

@@ -426,6 +426,7 @@ impl Sampler {
             cursors,
             heap: std::collections::BinaryHeap::new(),
             t0: 0,
+            total: lengths.iter().sum(),
         };
         for k in 0..synth.cursors.len() {
             synth.push_head(k);
@@ -1026,9 +1027,15 @@ pub struct Synth {
     /// (time, stream position, index within the stream): the order of `merge_streams`.
     heap: std::collections::BinaryHeap<std::cmp::Reverse<(i64, u32, u64)>>,
     t0: i64,
+    total: u64,
 }
 
 impl Synth {
+    /// How many requests the whole stream yields.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
     /// Queues stream k's next request, walking its next non-empty window when needed.
     fn push_head(&mut self, k: usize) {
         let c = &mut self.cursors[k];
