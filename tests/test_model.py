@@ -139,6 +139,28 @@ def test_streamed_synth_writes_the_same_trace(
     assert n == 0 and iotwin.load_trace(path).df.height == 0
 
 
+def test_sigterm_during_synth_leaves_no_partial_file(twins: dict, tmp_path: Path) -> None:
+    """`iotwin synth` stopped by SIGTERM (a job scheduler's stop) unwinds like Ctrl-C: exit
+    status 143, and neither the output nor its temporary file remains."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    model_path, out = _saved(model, tmp_path / "m.json"), tmp_path / "big.parquet"
+    cli = Path(sys.executable).parent / "iotwin"
+    args = [str(cli), "synth", str(model_path), "-o", str(out), "--requests", "200000000"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".big.parquet.*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".big.parquet.*")), "synth never started writing"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert not out.exists() and not list(tmp_path.glob(".big.parquet.*"))
+
+
 def test_fitted_models_pass_the_schema(twins: dict) -> None:
     """fit() skips the schema check of the core's own document: every kind it writes must
     pass it (hierarchical, flat, types, no re-references, global re-use on a file trace)."""

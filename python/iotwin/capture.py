@@ -167,6 +167,10 @@ def _run(argv: list[str], log: Path, progress: Progress | None) -> tuple[int, bo
                 proc.wait()
                 raise
             interrupted = True
+        except SystemExit:  # SIGTERM to iotwin (cli.main): stop strace too, then leave
+            proc.terminate()
+            proc.wait()
+            raise
     rc = proc.returncode
     return (128 - rc if rc < 0 else rc), interrupted
 

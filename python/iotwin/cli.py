@@ -1082,11 +1082,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM ends iotwin as Ctrl-C does, unwinding, so temporary outputs are removed (the
+    default action kills at once and left e.g. a synth's partial Parquet beside the target)."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """Entry point: user errors become one clear line and exit status 2."""
+    import signal
     import warnings
 
     warnings.showwarning = _show_warning
+    signal.signal(signal.SIGTERM, _terminate)  # `run` and `replay` install their own (drain)
     try:
         app()
     except IotwinError as exc:
