@@ -758,6 +758,9 @@ fn synth_model<'py>(
         seed,
         uniform,
     };
+    sampler
+        .check_capacity(&params)
+        .map_err(PyValueError::new_err)?;
     let cols = py.detach(|| sampler.generate(&params));
     columns_to_py(py, &cols)
 }
@@ -794,6 +797,9 @@ impl SynthStream {
             seed,
             uniform,
         };
+        sampler
+            .check_capacity(&params)
+            .map_err(PyValueError::new_err)?;
         Ok(SynthStream {
             inner: py.detach(|| sampler.stream(params)),
         })
@@ -1035,6 +1041,7 @@ impl EngineRun {
                     seed,
                     uniform: false,
                 };
+                sampler.check_capacity(&p).map_err(PyValueError::new_err)?;
                 py.detach(|| Source::Synth(Box::new(sampler.stream(p))))
             }
             (None, Some((ts, stream, op, offset, size))) => {

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 import iotwin
 from iotwin.cli import app
+from iotwin.errors import IotwinError
 from iotwin.formats import ReadOptions
 from iotwin.model import Model, ShortTraceWarning, check_model, fit, transition_counts
 from iotwin.trace import write_trace
@@ -137,6 +138,21 @@ def test_streamed_synth_writes_the_same_trace(
         assert seen[0] == (777, n) and seen[-1] == (n, n)
     n, _ = model.write_synth(path, requests=0)
     assert n == 0 and iotwin.load_trace(path).df.height == 0
+
+
+def test_synthesis_too_large_to_hold_is_refused_clearly(twins: dict, tmp_path: Path) -> None:
+    """A twin whose re-reference history cannot be held (32-bit positions) is refused before
+    anything is allocated or written (it aborted the process with a Rust backtrace)."""
+    _, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    model_path, out = _saved(model, tmp_path / "m.json"), tmp_path / "t.parquet"
+    run = CliRunner().invoke(
+        app, ["synth", str(model_path), "-o", str(out), "--requests", "5000000000"]
+    )
+    assert isinstance(run.exception, IotwinError), run.output
+    message = str(run.exception)
+    assert "5,000,000,000 requests in one re-reference history" in message
+    assert "--no-reref" in message
+    assert not out.exists() and list(tmp_path.iterdir()) == [model_path]
 
 
 def test_sigterm_during_synth_leaves_no_partial_file(twins: dict, tmp_path: Path) -> None:

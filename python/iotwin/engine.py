@@ -436,7 +436,7 @@ def run(
         paths, size, direct = _file_target(target, opts, writes, capacity, on_fill, checks, warn)
         replicas = None
     closed = opts.mode == "closed"
-    handle = _core.EngineRun(
+    handle = _engine_run(
         paths,
         bool(direct),
         writes,
@@ -555,6 +555,15 @@ def _wait(handle: Any, on_progress: Callable[[dict[str, Any]], None] | None) -> 
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+def _engine_run(*args: Any, **kwargs: Any) -> Any:
+    """Starts the core's engine; what it refuses (e.g. a synthesis too large to hold)
+    becomes a user error."""
+    try:
+        return _core.EngineRun(*args, **kwargs)
+    except ValueError as exc:
+        raise IotwinError(str(exc)) from None
 
 
 def _summarize(r: dict[str, Any], names: dict[int, str]) -> None:

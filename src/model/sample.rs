@@ -447,6 +447,63 @@ impl Sampler {
         }
     }
 
+    /// Refuses, with a message meant for the user, a synthesis whose re-reference histories
+    /// cannot be held: positions are 32-bit, and a history takes memory in proportion to its
+    /// requests (checked against the memory the system has available, where it says).
+    pub fn check_capacity(&self, p: &SynthParams) -> Result<(), String> {
+        let counts = self.requests_per_stream(p);
+        let with_history = |s: &StreamModel| s.reuse_total > 0;
+        let lengths: Vec<(u64, bool)> = self
+            .streams
+            .iter()
+            .zip(&counts)
+            .map(|(s, &n)| {
+                // by count each stream gets exactly its share; by duration the windows say
+                let held = match p.requests {
+                    Some(_) => n,
+                    None => self.window_quotas(s, p, n).iter().map(|w| w.2).sum(),
+                };
+                (held, with_history(s))
+            })
+            .collect();
+        let kept = lengths.iter().filter(|l| l.1).map(|l| l.0);
+        let (largest, total) = if self.global_reuse {
+            // one history of every stream's requests, where any stream re-references
+            let any = lengths.iter().any(|l| l.1);
+            let all: u64 = if any {
+                lengths.iter().map(|l| l.0).sum()
+            } else {
+                0
+            };
+            (all, all)
+        } else {
+            (kept.clone().max().unwrap_or(0), kept.sum())
+        };
+        let limit = u32::MAX as u64 - 1;
+        if largest >= limit {
+            return Err(format!(
+                "{} requests in one re-reference history; it holds at most {}: ask \
+                 for fewer requests or a shorter duration, or fit without re-references \
+                 (--no-reref)",
+                grouped(largest),
+                grouped(limit)
+            ));
+        }
+        let need = total.saturating_mul(HISTORY_BYTES_PER_REQUEST);
+        match available_memory() {
+            Some(free) if need > free => Err(format!(
+                "{} requests need about {:.1} GiB for their re-reference histories \
+                 ({HISTORY_BYTES_PER_REQUEST} bytes a request) and {:.1} GiB are available: \
+                 ask for fewer requests or a shorter duration, or fit without re-references \
+                 (--no-reref)",
+                grouped(total),
+                need as f64 / GIB,
+                free as f64 / GIB
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Requests per stream: exact shares of `requests` by weight (largest remainder), or
     /// None-sized (decided by the duration) when running for a duration.
     fn requests_per_stream(&self, p: &SynthParams) -> Vec<u64> {
@@ -811,6 +868,32 @@ impl Sampler {
     pub fn total_requests(&self) -> u64 {
         self.total_requests
     }
+}
+
+/// Bytes a re-reference history holds per request at most: its touch record (16), its leaf's
+/// list (4, with index and flags), and the last-touch table (up to 16: 4 blocks a request).
+const HISTORY_BYTES_PER_REQUEST: u64 = 40;
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// 1234567 -> "1,234,567", for messages.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// MemAvailable of /proc/meminfo in bytes (None where the system does not say).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The move of `row` (target, transition) that position `u` falls in, each move as wide as its
@@ -1419,6 +1502,29 @@ mod tests {
             for _ in 0..2000 {
                 assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
             }
+        }
+    }
+
+    #[test]
+    fn refuses_a_history_too_large_to_hold() {
+        let s = Sampler::from_json(&shared_blocks(true)).unwrap();
+        assert!(s.check_capacity(&params(1000)).is_ok());
+        let e = s.check_capacity(&params(20_000_000_000)).unwrap_err();
+        assert!(
+            e.contains("one re-reference history") && e.contains("4,294,967,294"),
+            "{e}"
+        );
+        // without re-references nothing is held per request
+        let plain = Sampler::from_json(&fitted(2, false)).unwrap();
+        assert!(plain.check_capacity(&params(20_000_000_000)).is_ok());
+        let cases = [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (1_234_567, "1,234,567"),
+        ];
+        for (n, text) in cases {
+            assert_eq!(grouped(n), text);
         }
     }
 
