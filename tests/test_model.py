@@ -155,6 +155,14 @@ def test_synthesis_too_large_to_hold_is_refused_clearly(twins: dict, tmp_path: P
     assert not out.exists() and list(tmp_path.iterdir()) == [model_path]
 
 
+def test_output_where_nothing_can_be_written_is_a_clear_error(twins: dict, tmp_path: Path) -> None:
+    _, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    model_path = _saved(model, tmp_path / "m.json")
+    run = CliRunner().invoke(app, ["synth", str(model_path), "-o", "/proc/iotwin-twin.parquet"])
+    assert isinstance(run.exception, IotwinError), run.output
+    assert str(run.exception).startswith("/proc/iotwin-twin.parquet: cannot write here: ")
+
+
 def test_sigterm_during_synth_leaves_no_partial_file(twins: dict, tmp_path: Path) -> None:
     """`iotwin synth` stopped by SIGTERM (a job scheduler's stop) unwinds like Ctrl-C: exit
     status 143, and neither the output nor its temporary file remains."""

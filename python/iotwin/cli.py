@@ -1103,6 +1103,10 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]")
         sys.exit(130)
+    except OSError as exc:  # the system refused (disk full, permissions): one line, no trace
+        where = f"{exc.filename}: " if exc.filename else ""
+        err_console.print(f"[red]error:[/red] {where}{exc.strerror or exc}", highlight=False)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -103,8 +103,11 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     Nothing half written ever remains under the final name.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise IotwinError(f"{path}: cannot write here: {exc.strerror}") from None
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
