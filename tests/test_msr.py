@@ -69,6 +69,34 @@ def test_malformed_record_names_line_and_field(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [src]  # nothing half written
 
 
+def test_lines_short_of_fields_throughout_name_the_first(tmp_path: Path) -> None:
+    """A file whose lines all lack fields (polars' scanner gives up on it) still gets the
+    line and the first missing field, not the scanner's schema error."""
+    src = tmp_path / "short.csv"
+    src.write_text("128166372003061629,hm,0\n128166372003061630,hm,0\n")
+    with pytest.raises(iotwin.TraceFormatError) as err:
+        iotwin.ingest(src, tmp_path / "out.parquet", "msr")
+    assert (err.value.location, err.value.field) == ("line 1", "Type")
+    assert list(tmp_path.iterdir()) == [src]
+
+
+def test_damaged_compressed_input_is_named(traces: Path, tmp_path: Path) -> None:
+    """A compressed trace cut short, or not what its magic bytes say, is an error naming the
+    file (a cut bz2 ended in click's bare "Aborted.", a bad gzip in a traceback)."""
+    import bz2
+
+    cut = tmp_path / "cut.csv.bz2"
+    whole = bz2.compress((traces / "msr_hm0_excerpt.csv").read_bytes())
+    cut.write_bytes(whole[: len(whole) // 2])
+    fake = tmp_path / "fake.csv.gz"
+    fake.write_bytes(b"\x1f\x8b not gzip at all")
+    for src, kind in ((cut, "bz2"), (fake, "gzip")):
+        with pytest.raises(iotwin.IotwinError) as err:
+            iotwin.ingest(src, tmp_path / "out.parquet", "msr")
+        assert str(err.value).startswith(f"{src}: the {kind} data is damaged or cut short")
+    assert not (tmp_path / "out.parquet").exists()
+
+
 def test_skip_bad_counts_and_reports(tmp_path: Path) -> None:
     src = tmp_path / "bad.csv"
     src.write_text(BAD)

@@ -11,9 +11,10 @@ import queue
 import shutil
 import tempfile
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import zstandard
 
@@ -47,16 +48,45 @@ def open_bytes(path: str | Path) -> BinaryIO:
     if not path.is_file():
         raise IotwinError(f"{path}: no such file")
     kind = compression_of(path)
+    if kind is None:
+        return open(path, "rb")
     if kind == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    if kind == "bz2":
-        return bz2.open(path, "rb")  # type: ignore[return-value]
-    if kind == "xz":
-        return lzma.open(path, "rb")  # type: ignore[return-value]
-    if kind == "zstd":
+        stream: Any = gzip.open(path, "rb")  # noqa: SIM115 - closed with the reader
+    elif kind == "bz2":
+        stream = bz2.open(path, "rb")  # noqa: SIM115
+    elif kind == "xz":
+        stream = lzma.open(path, "rb")  # noqa: SIM115
+    else:
         raw = open(path, "rb")  # noqa: SIM115 - closed with the reader
-        return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
-    return open(path, "rb")
+        stream = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+    return _Decompressing(stream, path, kind)  # type: ignore[return-value]
+
+
+class _Decompressing:
+    """A decompressing reader whose failures (a file cut short, damaged data) are errors
+    naming the file, where the decompressors raise EOFError, OSError or their own types."""
+
+    FAILURES = (EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
+
+    def __init__(self, stream: Any, path: Path, kind: str) -> None:
+        self._stream, self._path, self._kind = stream, path, kind
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self._stream.read(n)
+        except self.FAILURES as exc:
+            raise IotwinError(
+                f"{self._path}: the {self._kind} data is damaged or cut short ({exc})"
+            ) from None
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> _Decompressing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def read_head(path: str | Path, n: int = 65536) -> bytes:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 from abc import abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 import polars as pl
 
 from ..errors import TraceFormatError
+from ..source import open_bytes
 from .base import CANONICAL_SCHEMA, ReadOptions, Scan, TraceFormat
 
 _EXAMPLES = 5
@@ -164,7 +166,11 @@ class DelimitedFormat(TraceFormat):
     def locate_error(self, path: Path, opts: ReadOptions) -> TraceFormatError | None:
         """The first malformed line, found by the slow string path (None if all lines parse)."""
         _, checked = self._canonical_checked(path, opts)
-        bad = checked.filter(pl.col("__bad").is_not_null()).head(1).collect()
+        try:
+            bad = checked.filter(pl.col("__bad").is_not_null()).head(1).collect()
+        except pl.exceptions.PolarsError:
+            # polars gives up on a file whose lines have fewer fields than the format
+            return self._short_line(path)
         if bad.height == 0:
             return None
         row = bad.row(0, named=True)
@@ -172,6 +178,34 @@ class DelimitedFormat(TraceFormat):
         value = row.get(f"__raw_{field}")
         shown = "missing" if value is None else f"cannot use {value!r}"
         return TraceFormatError(path, f"line {row['__line']}", field, shown)
+
+    def _short_line(self, path: Path) -> TraceFormatError | None:
+        """The first line with fewer fields than the format's required ones."""
+        required = max(i + 1 for i, f in enumerate(self.fields) if not f.optional)
+        split = (
+            (lambda line: line.split())
+            if self.separator is None
+            else (lambda line: line.split(self.separator.encode()))
+        )
+        with open_bytes(path) as f:
+            for number, line in enumerate(_lines(f), start=1):
+                if (number == 1 and self.has_header) or not line.strip():
+                    continue
+                fields = split(line)
+                if len(fields) < required:
+                    missing = self.fields[len(fields)].name
+                    return TraceFormatError(path, f"line {number}", missing, "missing")
+        return None
+
+
+def _lines(f: BinaryIO, block: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of a binary stream, read a block at a time (bounded memory)."""
+    carry = b""
+    while chunk := f.read(block):
+        *whole, carry = (carry + chunk).split(b"\n")
+        yield from whole
+    if carry:
+        yield carry
 
 
 def lines_match(head: bytes, pattern: re.Pattern[bytes], share: float = 0.8) -> bool:
