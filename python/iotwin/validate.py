@@ -275,7 +275,7 @@ def lru(t: Trace, cache_blocks: list[int]) -> tuple[int, int, list[float]]:
 
 def cache_sizes(original: Trace) -> list[int]:
     """Cache sizes in 4 KiB blocks: the listed fractions of the original's footprint."""
-    _, footprint, _ = lru(original, [1])
+    _, footprint, _ = lru(original, [])  # the footprint alone: no stack distances
     return [max(1, math.ceil(f * footprint)) for f in CACHE_FRACTIONS]
 
 

@@ -2,17 +2,25 @@
 //! block granularity; a request touches every block it overlaps; exact via stack distances").
 //!
 //! Each block access gets its stack distance (distinct blocks touched since its previous
-//! access) from a Fenwick tree over access positions marking each block's latest access
-//! (Bennett and Kruskal's method); a cache of C blocks misses exactly the cold accesses and
-//! those at distance >= C.
+//! access) by counting the marks, one per block at its latest access, that lie after the
+//! previous access (Bennett and Kruskal's method); a cache of C blocks misses exactly the cold
+//! accesses and those at distance >= C. The marks are a `RankSet` (a bit per access, counts
+//! per 512: they stay in cache, where a tree over every access missed it at each access) and
+//! a block's latest access is found in a table indexed by block where one address space is
+//! dense enough, else in a hash map.
 
-use crate::fenwick::Fenwick;
+use crate::rankset::RankSet;
 use rustc_hash::FxHashMap;
+
+/// A table of latest accesses is kept where the space has at most this many blocks per
+/// access (4 bytes each, so at most 16 bytes an access).
+const TABLE_BLOCKS_PER_ACCESS: u64 = 4;
+const NEVER: u32 = u32::MAX;
 
 /// Miss ratios of an LRU cache of each size in `cache_blocks` (in blocks of `block` bytes)
 /// over the accesses of the requests. `space[i]` separates address spaces (volumes, files):
 /// blocks of different spaces never share a cache entry. Returns (accesses, distinct blocks,
-/// miss ratios).
+/// miss ratios). With no sizes only the blocks are counted (the footprint).
 pub fn miss_ratios(
     space: &[u64],
     offset: &[u64],
@@ -20,42 +28,99 @@ pub fn miss_ratios(
     block: u64,
     cache_blocks: &[u64],
 ) -> (u64, u64, Vec<f64>) {
-    let accesses: usize = (0..offset.len())
-        .map(|i| blocks_of(offset[i], size[i], block).count())
+    let accesses: u64 = (0..offset.len())
+        .map(|i| blocks_of(offset[i], size[i], block).count() as u64)
         .sum();
     let cap = cache_blocks.iter().copied().max().unwrap_or(0) as usize;
-    let mut hist = vec![0u64; cap + 1]; // distances < cap, exactly; the last slot: >= cap or cold
-    let mut fen = Fenwick::<i64>::new(accesses.max(1));
-    let mut last: FxHashMap<(u64, u64), usize> = FxHashMap::default();
-    let mut pos = 0usize;
+    // distances < cap, exactly; the last slot: >= cap or cold
+    let mut hist = vec![0u64; cap + 1];
+    let mut latest = Latest::new(space, offset, size, block, accesses);
+    let mut marks = RankSet::new(if cap > 0 { accesses as usize } else { 0 });
+    let (mut pos, mut live) = (0usize, 0u64);
     for i in 0..offset.len() {
         for b in blocks_of(offset[i], size[i], block) {
-            let slot = match last.insert((space[i], b), pos) {
-                Some(prev) => {
-                    let d = (fen.prefix(pos) - fen.prefix(prev + 1)) as usize;
-                    fen.add(prev, -1);
-                    d.min(cap)
+            let slot = match latest.insert(space[i], b, pos) {
+                Some(prev) if cap > 0 => {
+                    // marks strictly after prev: distinct blocks touched since
+                    let d = live - marks.rank(prev + 1);
+                    marks.remove(prev);
+                    live -= 1;
+                    (d as usize).min(cap)
                 }
-                None => cap,
+                _ => cap,
             };
             hist[slot] += 1;
-            fen.add(pos, 1);
+            if cap > 0 {
+                marks.insert(pos);
+                live += 1;
+            }
             pos += 1;
         }
     }
-    let total = accesses as u64;
     let ratios = cache_blocks
         .iter()
         .map(|&c| {
             let hits: u64 = hist[..(c as usize).min(cap)].iter().sum();
-            if total == 0 {
-                0.0
-            } else {
-                (total - hits) as f64 / total as f64
+            match accesses {
+                0 => 0.0,
+                n => (n - hits) as f64 / n as f64,
             }
         })
         .collect();
-    (total, last.len() as u64, ratios)
+    (accesses, latest.distinct, ratios)
+}
+
+/// Each block's latest access.
+struct Latest {
+    map: LatestMap,
+    distinct: u64,
+}
+
+enum LatestMap {
+    /// One address space, blocks from `first` on: position + 1 per block (0: never).
+    Table {
+        first: u64,
+        positions: Vec<u32>,
+    },
+    Map(FxHashMap<(u64, u64), usize>),
+}
+
+impl Latest {
+    fn new(space: &[u64], offset: &[u64], size: &[u32], block: u64, accesses: u64) -> Latest {
+        let one_space = space.first().is_none_or(|s| space.iter().all(|x| x == s));
+        let first = offset.iter().min().map_or(0, |&o| o / block);
+        let end = (0..offset.len())
+            .map(|i| *blocks_of(offset[i], size[i], block).end() + 1)
+            .max()
+            .unwrap_or(0);
+        let blocks = end.saturating_sub(first);
+        let dense = blocks <= accesses.saturating_mul(TABLE_BLOCKS_PER_ACCESS);
+        let map = if one_space && dense && accesses < NEVER as u64 {
+            LatestMap::Table {
+                first,
+                positions: vec![0; blocks as usize],
+            }
+        } else {
+            LatestMap::Map(FxHashMap::default())
+        };
+        Latest { map, distinct: 0 }
+    }
+
+    /// Records an access at `pos`; returns the block's previous access, if any.
+    fn insert(&mut self, space: u64, b: u64, pos: usize) -> Option<usize> {
+        let prev = match &mut self.map {
+            LatestMap::Table { first, positions } => {
+                let cell = &mut positions[(b - *first) as usize];
+                let prev = std::mem::replace(cell, pos as u32 + 1);
+                prev.checked_sub(1).map(|p| p as usize)
+            }
+            LatestMap::Map(m) => m.insert((space, b), pos),
+        };
+        if prev.is_none() {
+            self.distinct += 1;
+        }
+        prev
+    }
 }
 
 fn blocks_of(offset: u64, size: u32, block: u64) -> std::ops::RangeInclusive<u64> {
@@ -78,9 +143,34 @@ mod tests {
         let (n, distinct, r) = miss_ratios(&space, &off, &size, b, &[1, 2, 3, 4]);
         assert_eq!((n, distinct), (7, 4));
         assert_eq!(r, vec![1.0, 1.0, 4.0 / 7.0, 4.0 / 7.0]);
+        // the footprint alone
+        assert_eq!(miss_ratios(&space, &off, &size, b, &[]), (7, 4, vec![]));
         // a request over two blocks touches both; another space never hits
         let (n, distinct, r) = miss_ratios(&[0, 0, 1], &[0, 0, 0], &[8192, 4096, 4096], b, &[2]);
         assert_eq!((n, distinct), (4, 3));
         assert_eq!(r, vec![0.75]);
+    }
+
+    #[test]
+    fn table_and_map_agree() {
+        // a sparse space (far blocks: the map) and the same accesses packed (the table)
+        let mut x = 11u64;
+        let mut next = || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            x >> 40
+        };
+        let blocks: Vec<u64> = (0..5000).map(|_| next() % 700).collect();
+        let size: Vec<u32> = (0..5000).map(|i| 4096 * (1 + (i % 3) as u32)).collect();
+        let dense: Vec<u64> = blocks.iter().map(|b| b * 4096).collect();
+        let sparse: Vec<u64> = blocks.iter().map(|b| b * 4096 * 1_000_000).collect();
+        let space = vec![0u64; 5000];
+        let sizes = [1, 10, 100, 400, 2000];
+        let a = miss_ratios(&space, &dense, &size, 4096, &sizes);
+        // in the sparse space a request's extra blocks are its own (no overlap with others)
+        let b = miss_ratios(&space, &sparse, &vec![4096; 5000], 4096, &sizes);
+        let c = miss_ratios(&space, &dense, &vec![4096; 5000], 4096, &sizes);
+        assert_eq!(b, c);
+        assert_eq!(a.0, size.iter().map(|&s| (s / 4096) as u64).sum::<u64>());
+        assert!(a.2.windows(2).all(|w| w[0] >= w[1]));
     }
 }

@@ -25,7 +25,7 @@ def cache_blocks(footprint_blocks: int, points: int = POINTS) -> list[int]:
 def curves(series: list[tuple[str, Trace]]) -> tuple[list[int], dict[str, list[float]]]:
     from ...validate import lru
 
-    _, footprint, _ = lru(series[0][1], [1])
+    _, footprint, _ = lru(series[0][1], [])
     sizes = cache_blocks(footprint)
     return sizes, {name: list(lru(trace, sizes)[2]) for name, trace in series}
 
