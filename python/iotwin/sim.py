@@ -157,13 +157,21 @@ def simulate(
     )
 
 
-def peak_load(result: SimResult, ts: np.ndarray, intensity: float, window_ns: int) -> float:
-    """The busiest window's utilisation if the requests arrived at `intensity` with the
-    demands `result` measured (demand barely depends on intensity)."""
-    if len(ts) == 0:
-        return 0.0
-    window = ((ts - ts[0]) / intensity // window_ns).astype(np.int64)
-    return float(np.bincount(window, weights=result.demand_ns.astype(np.float64)).max()) / window_ns
+class PeakLoad:
+    """The busiest window's utilisation if the requests arrived at a given intensity with the
+    demands `result` measured (demand barely depends on intensity); arrivals and demands are
+    converted once, since a search evaluates it at many intensities."""
+
+    def __init__(self, result: SimResult, ts: np.ndarray, window_ns: int) -> None:
+        self.since = (ts - ts[0]).astype(np.float64) if len(ts) else ts.astype(np.float64)
+        self.demand = result.demand_ns.astype(np.float64)
+        self.window_ns = window_ns
+
+    def __call__(self, intensity: float) -> float:
+        if len(self.since) == 0:
+            return 0.0
+        window = (self.since / intensity // self.window_ns).astype(np.int64)
+        return float(np.bincount(window, weights=self.demand).max()) / self.window_ns
 
 
 def speedup(baseline: SimResult, studied: SimResult) -> dict[str, float]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import IotwinError
 from ..model import Model, fit
-from ..sim import SimResult, arrival_times, peak_load, placed, simulate
+from ..sim import PeakLoad, SimResult, arrival_times, placed, simulate
 from ..trace import Trace
 
 # The auto intensity keeps the original's device at most this busy in its busiest second
@@ -66,12 +66,17 @@ def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:
     PEAK_UTILISATION busy in every second (bisection on the measured per-request demands)."""
     probe = simulate(trace, device, 1.0, seed)
     ts, _ = arrival_times(trace)  # placing files on the virtual device keeps the row order
-    if peak_load(probe, ts, 1.0, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
+    load = PeakLoad(probe, ts, PEAK_WINDOW_NS)
+    if load(1.0) <= PEAK_UTILISATION:
         return 1.0
     lo, hi = 0.0, 1.0
+    # bisect until both ends round alike: rounding is monotone, so the threshold between
+    # them rounds to the same 3 significant digits (at most 40 halvings, as before)
     for _ in range(40):
+        if lo > 0 and f"{lo:.3g}" == f"{hi:.3g}":
+            break
         mid = (lo + hi) / 2
-        if peak_load(probe, ts, mid, PEAK_WINDOW_NS) <= PEAK_UTILISATION:
+        if load(mid) <= PEAK_UTILISATION:
             lo = mid
         else:
             hi = mid
