@@ -749,7 +749,6 @@ fn synth_model<'py>(
     uniform: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     use crate::model::sample::SynthParams;
-    let sampler = model_sampler(model)?;
     let params = SynthParams {
         requests,
         duration_ns,
@@ -758,9 +757,7 @@ fn synth_model<'py>(
         seed,
         uniform,
     };
-    sampler
-        .check_capacity(&params)
-        .map_err(PyValueError::new_err)?;
+    let sampler = checked_sampler(model, &params)?;
     let cols = py.detach(|| sampler.generate(&params));
     columns_to_py(py, &cols)
 }
@@ -788,7 +785,6 @@ impl SynthStream {
         seed: u64,
         uniform: bool,
     ) -> PyResult<Self> {
-        let sampler = model_sampler(model)?;
         let params = crate::model::sample::SynthParams {
             requests,
             duration_ns,
@@ -797,9 +793,7 @@ impl SynthStream {
             seed,
             uniform,
         };
-        sampler
-            .check_capacity(&params)
-            .map_err(PyValueError::new_err)?;
+        let sampler = checked_sampler(model, &params)?;
         Ok(SynthStream {
             inner: py.detach(|| sampler.stream(params)),
         })
@@ -823,6 +817,19 @@ impl SynthStream {
         });
         columns_to_py(py, &cols)
     }
+}
+
+/// The sampler of a model document, checked for a synthesis of `params` (what it refuses is
+/// said in the error).
+fn checked_sampler(
+    model: &Bound<'_, PyAny>,
+    params: &crate::model::sample::SynthParams,
+) -> PyResult<crate::model::sample::Sampler> {
+    let sampler = model_sampler(model)?;
+    sampler
+        .check_capacity(params)
+        .map_err(PyValueError::new_err)?;
+    Ok(sampler)
 }
 
 /// A sampler from a model document: JSON text, or the dict Python parsed it into (read as it
@@ -1032,7 +1039,6 @@ impl EngineRun {
         };
         let source = match (model_json, trace) {
             (Some(model), None) => {
-                let sampler = model_sampler(&model)?;
                 let p = SynthParams {
                     requests,
                     duration_ns: synth_duration_ns,
@@ -1041,7 +1047,7 @@ impl EngineRun {
                     seed,
                     uniform: false,
                 };
-                sampler.check_capacity(&p).map_err(PyValueError::new_err)?;
+                let sampler = checked_sampler(&model, &p)?;
                 py.detach(|| Source::Synth(Box::new(sampler.stream(p))))
             }
             (None, Some((ts, stream, op, offset, size))) => {
