@@ -414,7 +414,12 @@ def fit(
         )
     t = _load(trace, format, stream_by, skip_bad, opt)
     if levels == "auto":
-        with err_console.status("sweeping levels 1..8 (fit, synthesize, validate) ..."):
+        doing = "sweeping levels 1..8 (fit, synthesize, validate)"
+        with err_console.status(f"{doing} ...") as status:
+
+            def scored(p) -> None:
+                status.update(f"{doing}: level {p.levels} scored {p.score:.3f} ...")
+
             chosen, points = sweep(
                 t,
                 fanout=fanout,
@@ -424,6 +429,7 @@ def fit(
                 iat=iat,
                 reref=reref,
                 types=types,
+                on_level=scored,
             )
         table = Table(title="Level sweep (seed 000, Figure 6)")
         for col in ("levels", "fidelity score", "transitions", "metrics out of tolerance", ""):

@@ -8,6 +8,7 @@ paper's rule with a measured score.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -34,13 +35,17 @@ def sweep(
     seed: int = 0,
     max_levels: int = MAX_LEVELS,
     full: bool = False,
+    on_level: Callable[[LevelPoint], None] | None = None,
     **fit_args,
 ) -> tuple[int, list[LevelPoint]]:
     """(chosen levels, the sweep up to one level past the choice, or every level up to
-    `max_levels` when `full`: the choice is the same either way)."""
+    `max_levels` when `full`: the choice is the same either way). `on_level` hears of each
+    level as it is scored (a sweep of a large trace takes a while)."""
     points: list[LevelPoint] = []
     for levels in range(1, max_levels + 1):
         points.append(level_point(trace, levels, fanout, seed, **fit_args))
+        if on_level is not None:
+            on_level(points[-1])
         chosen = first_stable(points)
         if chosen is not None and not full:
             return chosen, points
