@@ -1,7 +1,6 @@
 //! Fenwick (binary indexed) trees of counts: prefix sums and the k-th unit in O(log n). One
-//! walk for every counter width: the fit's stack distances keep `i32` marks (half the memory
-//! of `i64` at one per request), the sampler's budgets `i64` counts, the history's chunk
-//! counts `u32`.
+//! walk for every counter width: the sampler's budgets keep `i64` counts, the rank sets'
+//! chunk counts `u32` (`rankset.rs`).
 
 /// A counter a tree holds: added to with wrapping (a `u32` counter takes -1 as `u32::MAX`)
 /// and read as a signed sum.
@@ -18,17 +17,6 @@ impl Count for i64 {
     #[inline]
     fn get(self) -> i64 {
         self
-    }
-}
-
-impl Count for i32 {
-    #[inline]
-    fn plus(self, delta: i64) -> i32 {
-        self.wrapping_add(delta as i32)
-    }
-    #[inline]
-    fn get(self) -> i64 {
-        self as i64
     }
 }
 
@@ -132,7 +120,6 @@ mod tests {
     #[test]
     fn every_width_counts_alike() {
         check::<i64>();
-        check::<i32>();
         check::<u32>();
     }
 }

@@ -15,6 +15,8 @@ pub struct RankSet {
     bits: Vec<u64>,
     /// The chunks' member counts.
     tree: Fenwick<u32>,
+    /// Members in all.
+    len: u64,
 }
 
 impl RankSet {
@@ -23,17 +25,37 @@ impl RankSet {
         RankSet {
             bits: vec![0; chunks * CHUNK_WORDS],
             tree: Fenwick::new(chunks),
+            len: 0,
         }
     }
 
+    /// Adds position `p` (not a member).
     pub fn insert(&mut self, p: usize) {
         self.bits[p >> 6] |= 1 << (p & 63);
         self.tree.add(p / CHUNK, 1);
+        self.len += 1;
     }
 
+    /// Removes position `p` (a member).
     pub fn remove(&mut self, p: usize) {
         self.bits[p >> 6] &= !(1 << (p & 63));
         self.tree.add(p / CHUNK, -1);
+        self.len -= 1;
+    }
+
+    /// How many members there are.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Members after position `p`: in an LRU stack marking each block's latest access, the
+    /// stack distance of the block whose mark is at `p`.
+    pub fn after(&self, p: usize) -> u64 {
+        self.len - self.rank(p + 1)
     }
 
     /// Members below position `i`.
@@ -109,6 +131,9 @@ mod tests {
             }
             let i = rng.random_range(0..=n);
             assert_eq!(set.rank(i), reference.range(..i).count() as u64);
+            assert_eq!(set.len(), reference.len() as u64);
+            let at = rng.random_range(0..n);
+            assert_eq!(set.after(at), reference.range(at + 1..).count() as u64);
             if !reference.is_empty() {
                 let k = rng.random_range(1..=reference.len());
                 assert_eq!(set.select(k as u64), *reference.iter().nth(k - 1).unwrap());

@@ -31,8 +31,6 @@ pub struct History {
     /// Leaf -> index into `leaves`.
     leaf_index: FxHashMap<u64, u32>,
     leaves: Vec<LeafList>,
-    /// Distinct blocks touched so far.
-    marks: u64,
 }
 
 impl History {
@@ -57,7 +55,6 @@ impl History {
             },
             leaf_index: FxHashMap::default(),
             leaves: Vec::new(),
-            marks: 0,
         }
     }
 
@@ -69,14 +66,11 @@ impl History {
     /// Records the next request (position `touches.len()`), at `offset` in `leaf`.
     pub fn touch(&mut self, offset: u64, leaf: u64) {
         let pos = self.touches.len();
-        match self.last.insert(offset / BLOCK, pos as u32) {
-            Some(prev) => {
-                let prev = prev as usize;
-                self.latest.remove(prev);
-                let old = self.touches[prev];
-                self.leaves[old.leaf as usize].live.clear(old.slot as usize);
-            }
-            None => self.marks += 1,
+        if let Some(prev) = self.last.insert(offset / BLOCK, pos as u32) {
+            let prev = prev as usize;
+            self.latest.remove(prev);
+            let old = self.touches[prev];
+            self.leaves[old.leaf as usize].live.clear(old.slot as usize);
         }
         self.latest.insert(pos);
         let next = self.leaves.len() as u32;
@@ -97,10 +91,11 @@ impl History {
     /// is nearest `dist` (the older on a tie), if within `search` of it. None where the
     /// history is shallower than `dist` or the leaf has none.
     pub fn at_distance(&self, leaf: u64, dist: u64, search: u64) -> Option<u64> {
-        if dist >= self.marks {
+        let marks = self.latest.len(); // distinct blocks touched so far
+        if dist >= marks {
             return None;
         }
-        let at = self.latest.select(self.marks - dist);
+        let at = self.latest.select(marks - dist);
         let index = *self.leaf_index.get(&leaf)?;
         if self.touches[at].leaf == index {
             return Some(self.touches[at].offset); // its own nearest on both sides, at gap 0
@@ -109,15 +104,10 @@ impl History {
         list.neighbours(at)
             .into_iter()
             .flatten()
-            .map(|pos| (self.distance(pos).abs_diff(dist), pos))
+            .map(|pos| (self.latest.after(pos).abs_diff(dist), pos))
             .filter(|&(gap, _)| gap <= search)
             .min()
             .map(|(_, pos)| self.touches[pos].offset)
-    }
-
-    /// The stack distance of the block last touched at `pos`: distinct blocks touched since.
-    fn distance(&self, pos: usize) -> u64 {
-        self.marks - self.latest.rank(pos + 1)
     }
 }
 
@@ -407,7 +397,7 @@ mod tests {
                 assert_eq!(h.seen(off), [false, false, false, true, true][i]);
                 h.touch(off, off / 10_000);
             }
-            assert_eq!(h.marks, 3);
+            assert_eq!(h.latest.len(), 3);
         }
     }
 

@@ -648,8 +648,6 @@ pub struct StackTracker {
     /// One mark per distinct block at its latest access (a bit per position: the counts
     /// stay in cache, where a tree over every position missed it at each access).
     marks: RankSet,
-    /// How many marks `marks` holds (distinct sampled blocks so far).
-    live: u64,
     /// block -> position among the sampled accesses (u32::MAX: not in the sample)
     last: LastSeen,
     sampled: usize,
@@ -668,7 +666,6 @@ impl StackTracker {
     pub fn with_blocks(requests: usize, threshold: u64, blocks: u64) -> StackTracker {
         StackTracker {
             marks: RankSet::new(requests),
-            live: 0,
             last: LastSeen::new(requests, blocks),
             sampled: 0,
             threshold,
@@ -690,16 +687,14 @@ impl StackTracker {
             Some(prev) => {
                 // sampled blocks touched after prev: marks strictly between prev and now
                 let prev = prev as usize;
-                let d = (self.live - self.marks.rank(prev + 1)) as f64 * self.scale;
+                let d = self.marks.after(prev) as f64 * self.scale;
                 self.marks.remove(prev);
-                self.live -= 1;
                 (d as u64).min(REUSE_UNSAMPLED as u64 - 1) as u32
             }
             None => u32::MAX,
         };
         if in_sample {
             self.marks.insert(self.sampled);
-            self.live += 1;
             self.sampled += 1;
         }
         d

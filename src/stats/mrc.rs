@@ -36,15 +36,14 @@ pub fn miss_ratios(
     let mut hist = vec![0u64; cap + 1];
     let mut latest = Latest::new(space, offset, size, block, accesses);
     let mut marks = RankSet::new(if cap > 0 { accesses as usize } else { 0 });
-    let (mut pos, mut live) = (0usize, 0u64);
+    let mut pos = 0usize;
     for i in 0..offset.len() {
         for b in blocks_of(offset[i], size[i], block) {
             let slot = match latest.insert(space[i], b, pos) {
                 Some(prev) if cap > 0 => {
                     // marks strictly after prev: distinct blocks touched since
-                    let d = live - marks.rank(prev + 1);
+                    let d = marks.after(prev);
                     marks.remove(prev);
-                    live -= 1;
                     (d as usize).min(cap)
                 }
                 _ => cap,
@@ -52,7 +51,6 @@ pub fn miss_ratios(
             hist[slot] += 1;
             if cap > 0 {
                 marks.insert(pos);
-                live += 1;
             }
             pos += 1;
         }
