@@ -452,33 +452,30 @@ impl Sampler {
     /// requests (checked against the memory the system has available, where it says).
     pub fn check_capacity(&self, p: &SynthParams) -> Result<(), String> {
         let counts = self.requests_per_stream(p);
-        let with_history = |s: &StreamModel| s.reuse_total > 0;
-        let lengths: Vec<(u64, bool)> = self
+        // requests per stream; by count each gets exactly its share, by duration its windows
+        let lengths = self
             .streams
             .iter()
             .zip(&counts)
-            .map(|(s, &n)| {
-                // by count each stream gets exactly its share; by duration the windows say
-                let held = match p.requests {
-                    Some(_) => n,
-                    None => self.window_quotas(s, p, n).iter().map(|w| w.2).sum(),
-                };
-                (held, with_history(s))
-            })
-            .collect();
-        let kept = lengths.iter().filter(|l| l.1).map(|l| l.0);
-        let (largest, total) = if self.global_reuse {
-            // one history of every stream's requests, where any stream re-references
-            let any = lengths.iter().any(|l| l.1);
-            let all: u64 = if any {
-                lengths.iter().map(|l| l.0).sum()
-            } else {
-                0
-            };
-            (all, all)
+            .map(|(s, &n)| match p.requests {
+                Some(_) => n,
+                None => self.window_quotas(s, p, n).iter().map(|w| w.2).sum(),
+            });
+        // what each history holds: one of all streams' requests (where any re-references),
+        // or one per stream that re-references
+        let histories: Vec<u64> = if self.global_reuse {
+            let any = self.streams.iter().any(|s| s.reuse_total > 0);
+            any.then(|| lengths.sum()).into_iter().collect()
         } else {
-            (kept.clone().max().unwrap_or(0), kept.sum())
+            self.streams
+                .iter()
+                .zip(lengths)
+                .filter(|(s, _)| s.reuse_total > 0)
+                .map(|(_, n)| n)
+                .collect()
         };
+        let largest = histories.iter().copied().max().unwrap_or(0);
+        let total: u64 = histories.iter().sum();
         let limit = u32::MAX as u64 - 1;
         if largest >= limit {
             return Err(format!(
