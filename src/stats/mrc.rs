@@ -6,16 +6,11 @@
 //! previous access (Bennett and Kruskal's method); a cache of C blocks misses exactly the cold
 //! accesses and those at distance >= C. The marks are a `RankSet` (a bit per access, counts
 //! per 512: they stay in cache, where a tree over every access missed it at each access) and
-//! a block's latest access is found in a table indexed by block where one address space is
-//! dense enough, else in a hash map.
+//! a block's latest access is found as the fitter's stack distances find it (`LastSeen`).
 
+use crate::model::lastseen::LastSeen;
 use crate::rankset::RankSet;
 use rustc_hash::FxHashMap;
-
-/// A table of latest accesses is kept where the space has at most this many blocks per
-/// access (4 bytes each, so at most 16 bytes an access).
-const TABLE_BLOCKS_PER_ACCESS: u64 = 4;
-const NEVER: u32 = u32::MAX;
 
 /// Miss ratios of an LRU cache of each size in `cache_blocks` (in blocks of `block` bytes)
 /// over the accesses of the requests. `space[i]` separates address spaces (volumes, files):
@@ -68,38 +63,36 @@ pub fn miss_ratios(
     (accesses, latest.distinct, ratios)
 }
 
-/// Each block's latest access.
+/// Each block's latest access: the fitter's `LastSeen` (a table by block where the blocks
+/// are few enough, else a map) for one address space, a map keyed by space and block for
+/// several (or for more accesses than 32-bit positions hold).
 struct Latest {
     map: LatestMap,
     distinct: u64,
 }
 
 enum LatestMap {
-    /// One address space, blocks from `first` on: position + 1 per block (0: never).
-    Table {
+    /// One address space, blocks counted from `first`.
+    One {
         first: u64,
-        positions: Vec<u32>,
+        seen: LastSeen,
     },
-    Map(FxHashMap<(u64, u64), usize>),
+    Many(FxHashMap<(u64, u64), usize>),
 }
 
 impl Latest {
     fn new(space: &[u64], offset: &[u64], size: &[u32], block: u64, accesses: u64) -> Latest {
         let one_space = space.first().is_none_or(|s| space.iter().all(|x| x == s));
-        let first = offset.iter().min().map_or(0, |&o| o / block);
-        let end = (0..offset.len())
-            .map(|i| *blocks_of(offset[i], size[i], block).end() + 1)
-            .max()
-            .unwrap_or(0);
-        let blocks = end.saturating_sub(first);
-        let dense = blocks <= accesses.saturating_mul(TABLE_BLOCKS_PER_ACCESS);
-        let map = if one_space && dense && accesses < NEVER as u64 {
-            LatestMap::Table {
-                first,
-                positions: vec![0; blocks as usize],
-            }
+        let map = if one_space && accesses < u32::MAX as u64 - 1 {
+            let first = offset.iter().min().map_or(0, |&o| o / block);
+            let end = (0..offset.len())
+                .map(|i| *blocks_of(offset[i], size[i], block).end() + 1)
+                .max()
+                .unwrap_or(0);
+            let seen = LastSeen::new(accesses as usize, end.saturating_sub(first));
+            LatestMap::One { first, seen }
         } else {
-            LatestMap::Map(FxHashMap::default())
+            LatestMap::Many(FxHashMap::default())
         };
         Latest { map, distinct: 0 }
     }
@@ -107,12 +100,10 @@ impl Latest {
     /// Records an access at `pos`; returns the block's previous access, if any.
     fn insert(&mut self, space: u64, b: u64, pos: usize) -> Option<usize> {
         let prev = match &mut self.map {
-            LatestMap::Table { first, positions } => {
-                let cell = &mut positions[(b - *first) as usize];
-                let prev = std::mem::replace(cell, pos as u32 + 1);
-                prev.checked_sub(1).map(|p| p as usize)
+            LatestMap::One { first, seen } => {
+                seen.insert(b - *first, pos as u32).map(|p| p as usize)
             }
-            LatestMap::Map(m) => m.insert((space, b), pos),
+            LatestMap::Many(m) => m.insert((space, b), pos),
         };
         if prev.is_none() {
             self.distinct += 1;
