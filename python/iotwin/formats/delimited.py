@@ -182,16 +182,12 @@ class DelimitedFormat(TraceFormat):
     def _short_line(self, path: Path) -> TraceFormatError | None:
         """The first line with fewer fields than the format's required ones."""
         required = max(i + 1 for i, f in enumerate(self.fields) if not f.optional)
-        split = (
-            (lambda line: line.split())
-            if self.separator is None
-            else (lambda line: line.split(self.separator.encode()))
-        )
+        separator = None if self.separator is None else self.separator.encode()  # None: blanks
         with open_bytes(path) as f:
             for number, line in enumerate(_lines(f), start=1):
                 if (number == 1 and self.has_header) or not line.strip():
                     continue
-                fields = split(line)
+                fields = line.split(separator)
                 if len(fields) < required:
                     missing = self.fields[len(fields)].name
                     return TraceFormatError(path, f"line {number}", missing, "missing")
