@@ -52,6 +52,8 @@ WHATIF = {
             "twin": [1.0, 2.375, 3.0, 3.25],
             "uniform": [1.0, 1.25, 1.5, 1.75],
         },
+        "twins": 3,
+        "ranges": {"twin": {"low": [1.0, 2.25, 2.75, 3.0], "high": [1.0, 2.5, 3.25, 3.5]}},
     },
     "whatif-intensity": {
         "kind": "whatif-intensity",
@@ -239,6 +241,7 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
     assert html.count('<svg role="img"') == 5
     for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the workload", "<b>2.50x</b>", "75.0 %", "420"):
         assert cell in html, cell
+    assert "means over 3 realizations, the band their range" in html
     sim_row = '<td>pgbench.parquet (original)</td><td>hdd-7200</td><td class="num">2x</td>'
     assert sim_row in html.replace(' class=""', "") and ">512</td>" in html and ">88 %</td>" in html
     assert set(WHATIF_SECTIONS) == {*WHATIF, "sim", "whatif-levels", "whatif-stress"}
@@ -249,6 +252,8 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
     [
         ("whatif-cache", lambda d: d["curves"]["twin"].pop(), "field 'curves.twin': 3 values, expected 4"),
         ("whatif-cache", lambda d: d.pop("sizes"), "field 'sizes': missing"),
+        ("whatif-cache", lambda d: d["ranges"]["twin"]["low"].pop(), "field 'ranges.twin.low': 3 values, expected 4"),
+        ("whatif-cache", lambda d: d["ranges"]["twin"].pop("high"), "field 'ranges.twin.high': missing"),
         ("whatif-intensity", lambda d: d["points"][1].pop("p95_ms"), "field 'points[1].p95_ms': missing"),
         ("whatif-defrag", lambda d: d["after"].update(mean_ms="fast"), "field 'after': expected a list of numbers"),
     ],
@@ -376,5 +381,9 @@ def test_levels_and_stress_sections_from_real_runs(traces: Path, tmp_path: Path)
     lv = json.loads(levels.read_text())
     assert 'id="whatif-levels"' in html and f"{lv['chosen']} (chosen)" in html
     assert f"{lv['original']['mean_ms']:.3g} ms" in html
+    # 5 twins per level: each level's range of single-twin errors, and the note saying so
+    low, high = lv["points"][1]["mean_error_range"]
+    assert f"{100 * low:.1f} % to {100 * high:.1f} %" in html.replace("&nbsp;", " ")
+    assert "means over 5 twins per level" in html
     assert 'id="whatif-stress"' in html and "0.004x" in html
     assert html.count("<svg") >= 2

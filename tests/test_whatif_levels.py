@@ -41,15 +41,36 @@ def test_chosen_level_matches_the_sweep_and_the_original(tpcc, tpcc_study) -> No
     assert r["intensity"] == auto_intensity(original, "hdd-7200") == 0.0016
     base = simulate(original, "hdd-7200", r["intensity"])
     assert r["original"]["mean_ms"] == pytest.approx(base.mean_ms)
-    # the chosen level's point, recomputed independently
+    # the chosen level's point, recomputed independently: 6,999 requests, so 5 twins averaged
+    assert r["twins"] == 5 and r["seeds"] == [0, 1, 2, 3, 4]
     model = fit(tpcc, levels=2)
-    twin = simulate(placed(model.synth(requests=len(tpcc), seed=0)), "hdd-7200", r["intensity"])
+    twins = [
+        simulate(placed(model.synth(requests=len(tpcc), seed=s)), "hdd-7200", r["intensity"])
+        for s in range(5)
+    ]
+    means = [t.mean_ms for t in twins]
+    p95s = [t.percentile_ms(95) for t in twins]
     chosen = r["points"][1]
-    assert chosen["mean_ms"] == pytest.approx(twin.mean_ms)
-    assert chosen["mean_error"] == pytest.approx(twin.mean_ms / base.mean_ms - 1)
-    assert chosen["p95_error"] == pytest.approx(twin.percentile_ms(95) / base.percentile_ms(95) - 1)
+    assert chosen["mean_ms"] == pytest.approx(sum(means) / 5)
+    assert chosen["mean_error"] == pytest.approx(sum(means) / 5 / base.mean_ms - 1)
+    assert chosen["p95_error"] == pytest.approx(sum(p95s) / 5 / base.percentile_ms(95) - 1)
+    low, high = chosen["mean_error_range"]
+    assert low == pytest.approx(min(means) / base.mean_ms - 1)
+    assert high == pytest.approx(max(means) / base.mean_ms - 1)
+    assert low < chosen["mean_error"] < high
     assert chosen["transitions"] == model.transition_count
     assert chosen["score"] > 0.95
+
+
+def test_one_twin_is_the_seed_s_twin(tpcc) -> None:
+    r = study(tpcc, "hdd-7200", max_levels=2, twins=1)
+    assert r["twins"] == 1 and r["seeds"] == [0]
+    twin = simulate(
+        placed(fit(tpcc, levels=2).synth(requests=len(tpcc), seed=0)), "hdd-7200", r["intensity"]
+    )
+    p = r["points"][1]
+    assert p["mean_ms"] == pytest.approx(twin.mean_ms)
+    assert p["mean_error_range"][0] == p["mean_error_range"][1] == pytest.approx(p["mean_error"])
 
 
 def test_sweep_reports_each_level_as_it_is_scored(tpcc) -> None:
@@ -59,31 +80,35 @@ def test_sweep_reports_each_level_as_it_is_scored(tpcc) -> None:
 
 
 def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
-    """Measured on TPC-C at 0.0016x: mean +4.8%, p95 +6.8% at the chosen 2 levels; level 1
-    misses the mean bar just (+5.2%) with a far lower fidelity score (0.63 against 0.98)."""
+    """Measured on TPC-C at 0.0016x, means of 5 twins: mean +2.5%, p95 +0.8% at the chosen 2
+    levels (single twins +0.2% to +4.7%); levels 1 and 3 miss the mean bar just (+5.5%, +5.1%),
+    level 1 with a far lower fidelity score (0.64 against 0.99)."""
     r = tpcc_study
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
     assert abs(chosen["mean_error"]) <= 0.05 and abs(chosen["p95_error"]) <= 0.10
     within = [p["levels"] for p in r["points"] if abs(p["mean_error"]) <= 0.05]
-    assert r["within_5pct"] == within[0] == 2
+    assert r["within_5pct"] == within[0] == 2 and within == [2]
     scores = [p["score"] for p in r["points"]]
     assert scores[0] < 0.7 < scores[1]
 
 
 def test_cloudphysics_twin_mean_within_5pct(traces: Path) -> None:
-    """Measured at the auto intensity 0.00797x: mean +1.2% at the chosen 2 levels (p95 +11.3%,
-    just outside the issue's 10%: reported, not asserted)."""
+    """Measured at the auto intensity 0.00797x, means of 5 twins: mean +1.0% at the chosen 2
+    levels (single twins +0.7% to +1.2%); p95 +10.7% (+10.2% to +11.7%), just outside the
+    issue's 10%: reported, not asserted."""
     r = study(load_trace(traces / "cloudPhysicsIO.vscsi"), "hdd-7200", max_levels=2)
-    assert r["chosen"] == 2
+    assert r["chosen"] == 2 and r["twins"] == 5
     chosen = r["points"][1]
     assert abs(chosen["mean_error"]) <= 0.05
+    assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
     assert abs(chosen["p95_error"]) <= 0.15
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured at the auto intensity 0.41x: the msr_hm0 twin at the chosen 2 levels is "
-    "+36.8% on the mean and +75.7% on p95 (1,000 requests; levels 1, 3, 4: +24%, +19%, -3%)",
+    reason="measured at the auto intensity 0.41x: the msr_hm0 twins at the chosen 2 levels are "
+    "+13.5% on the mean and +37.1% on p95 (means of 5 twins; single twins -18% to +43% and "
+    "-17% to +80%: 1,000 requests; levels 1 and 3: +20.3%, +8.5%)",
 )
 def test_msr_twin_mean_within_5pct(traces: Path) -> None:
     r = study(load_trace(traces / "msr_hm0_excerpt.csv"), "hdd-7200", max_levels=3)
@@ -107,7 +132,9 @@ def test_cli_json_and_table(traces: Path, tmp_path: Path) -> None:
     figure = tmp_path / "levels.png"
     table = CliRunner().invoke(app, [*args, "--plot", str(figure)], terminal_width=200)
     assert table.exit_code == 0, table.output
-    assert "chosen by fidelity score" in table.output and "mean error" in table.output
+    text = " ".join(table.output.split())  # the table wraps at the runner's 80 columns
+    assert "chosen by fidelity score" in text and "error" in text and "range" in text
+    assert doc["twins"] == 5 and "means over 5 twins per level" in text
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -117,7 +144,12 @@ def test_bad_input_gets_clear_errors(traces: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["whatif", "levels", str(model)])
     assert isinstance(result.exception, IotwinError)
     assert "needs a trace" in str(result.exception)
-    for args, msg in ((["--max-levels", "9"], "expected 1 to 8"), (["--intensity", "x"], "'x'")):
+    for args, msg in (
+        (["--max-levels", "9"], "expected 1 to 8"),
+        (["--intensity", "x"], "'x'"),
+        (["--twins", "0"], "expected 1 or more"),
+        (["--twins", "two"], "--twins 'two': expected a whole number or 'auto'"),
+    ):
         result = CliRunner().invoke(
             app, ["whatif", "levels", str(traces / "msr_hm0_excerpt.csv"), *args]
         )

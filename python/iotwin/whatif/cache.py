@@ -5,6 +5,7 @@ should not (that is the point of modelling locality)."""
 
 from __future__ import annotations
 
+from statistics import fmean
 from typing import Any
 
 from rich.console import Console
@@ -16,7 +17,7 @@ from ..report.figures import bytes_label
 from ..sim import simulate, speedup
 from ..trace import Trace
 from ..validate import lru
-from . import Workload, auto_intensity
+from . import Workload, auto_intensity, twin_count, twin_seeds
 
 # Cache sizes when none are given: these fractions of the workload's footprint.
 AUTO_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 1.0)
@@ -70,45 +71,78 @@ def study(
     intensity: float | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    twins: int | None = None,
 ) -> dict[str, Any]:
-    variants = {"twin": w.twin(seed), "uniform": w.uniform(seed)}
+    """The curves of the original (when there is one), of `twins` twins (None: auto) and of
+    as many uniform baselines, each synthesized one after the other (a twin's trace is freed
+    before the next is made); the twins' and baselines' curves are their means, with ranges."""
+    count = twin_count(twins, w.requests)
+    seeds = twin_seeds(seed, count)
+    makers = {"twin": w.twin, "uniform": w.uniform}
     if w.original is not None:
-        variants = {"original": w.reference(seed), **variants}
-    reference = next(iter(variants.values()))
+        makers = {"original": w.reference, **makers}
+    realizations = {name: [seed] if name == "original" else seeds for name in makers}
+    first = next(iter(makers))
+    reference = makers[first](seed)
     hdd = resolve(over)
     if intensity is None:
         intensity = auto_intensity(reference, hdd, seed)
-    footprints = {name: footprint_bytes(t) for name, t in variants.items()}
-    reference_fp = next(iter(footprints.values()))
+    reference_fp = footprint_bytes(reference)
     sizes = auto_sizes(reference_fp) if sizes is None else sorted(set(sizes))
     stack = {"over": over, "ssd": ssd, "policy": policy, "write": write}
-    task = (
-        progress.add_task("simulating", total=len(variants) * (len(sizes) + 1))
-        if progress
-        else None
-    )
+    runs = sum(len(r) for r in realizations.values()) * (len(sizes) + 1)
+    task = progress.add_task("simulating", total=runs) if progress else None
 
     def tick() -> None:
         if progress is not None:
             progress.advance(task)
 
-    curves = {name: curve(t, sizes, stack, intensity, seed, tick) for name, t in variants.items()}
+    curves: dict[str, list[list[dict[str, Any]]]] = {}
+    footprints: dict[str, list[int]] = {}
+    for name, make in makers.items():
+        for s in realizations[name]:
+            t = reference if (name, s) == (first, seed) else make(s)
+            footprints.setdefault(name, []).append(footprint_bytes(t))
+            curves.setdefault(name, []).append(curve(t, sizes, stack, intensity, seed, tick))
+    points = {name: mean_points(runs) for name, runs in curves.items()}
     result: dict[str, Any] = {
         "kind": "whatif-cache",
         "workload": w.name,
         "device": describe(hdd),
         "cache": f"{ssd} {policy} write-{write}",
         "intensity": intensity,
+        "twins": count,
+        "seeds": seeds,
         "footprint_bytes": reference_fp,
-        "footprints": footprints,
+        "footprints": {name: round(fmean(fp)) for name, fp in footprints.items()},
         "sizes": sizes,
-        "curves": {name: [p["speedup"] for p in pts] for name, pts in curves.items()},
-        "points": curves,
+        "curves": {name: [p["speedup"] for p in pts] for name, pts in points.items()},
+        "ranges": {
+            name: {
+                "low": [min(c[i]["speedup"] for c in runs) for i in range(len(sizes))],
+                "high": [max(c[i]["speedup"] for c in runs) for i in range(len(sizes))],
+            }
+            for name, runs in curves.items()
+            if name != "original"
+        },
+        "points": points,
     }
-    if "original" in curves:
-        result["twin_max_error"] = max_error(curves["original"], curves["twin"])
-        result["uniform_max_error"] = max_error(curves["original"], curves["uniform"])
+    if "original" in points:
+        result["twin_max_error"] = max_error(points["original"], points["twin"])
+        result["uniform_max_error"] = max_error(points["original"], points["uniform"])
     return result
+
+
+def mean_points(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each size's figures averaged over the realizations (a hit ratio stays None at size 0)."""
+    out = []
+    for at_size in zip(*runs, strict=True):
+        p = {"size": at_size[0]["size"]}
+        for key in ("speedup", "busy_ratio", "mean_ms", "p95_ms", "hit_ratio"):
+            values = [q[key] for q in at_size]
+            p[key] = None if None in values else fmean(values)
+        out.append(p)
+    return out
 
 
 def max_error(reference: list[dict[str, Any]], other: list[dict[str, Any]]) -> float:
@@ -121,20 +155,29 @@ def render(r: dict[str, Any], console: Console) -> None:
     t = Table(
         title=f"SSD cache speedup over {r['device']} ({r['cache']}, intensity {r['intensity']:.3g}x)"
     )
+    ranged = {n for n in names if r.get("twins", 1) > 1 and n in r.get("ranges", {})}
     t.add_column("cache size", justify="right")
     for name in names:
         t.add_column(f"{name} speedup", justify="right")
+        if name in ranged:
+            t.add_column("range", justify="right", style="dim")
         t.add_column("hit ratio", justify="right", style="dim")
     for i, size in enumerate(r["sizes"]):
         row = [bytes_label(size)]
         for name in names:
             p = r["points"][name][i]
-            row += [
-                f"{p['speedup']:.3f}",
-                "-" if p["hit_ratio"] is None else f"{p['hit_ratio']:.1%}",
-            ]
+            row.append(f"{p['speedup']:.3f}")
+            if name in ranged:
+                span = r["ranges"][name]
+                row.append(f"{span['low'][i]:.2f}-{span['high'][i]:.2f}")
+            row.append("-" if p["hit_ratio"] is None else f"{p['hit_ratio']:.1%}")
         t.add_row(*row)
     console.print(t)
+    if r.get("twins", 1) > 1:
+        console.print(
+            f"twin and uniform: means over {r['twins']} realizations (seeds {r['seeds'][0]}-"
+            f"{r['seeds'][-1]}) and their range"
+        )
     console.print(footprint_line(r))
     caution = footprint_caution(r)
     if caution:
@@ -181,7 +224,10 @@ def plot(r: dict[str, Any], path) -> None:
     def draw(ax) -> None:
         gib = [s / 2**30 for s in r["sizes"]]
         for name, ys in r["curves"].items():
-            ax.plot(gib, ys, marker="o", label=name)
+            (line,) = ax.plot(gib, ys, marker="o", label=name)
+            span = r.get("ranges", {}).get(name)
+            if span and r.get("twins", 1) > 1:
+                ax.fill_between(gib, span["low"], span["high"], color=line.get_color(), alpha=0.2)
         ax.set_xlabel("SSD cache size (GiB)")
         ax.set_ylabel("storage speedup")
         ax.set_title(f"SSD cache over {r['device']}")

@@ -36,6 +36,14 @@ OutOpt = Annotated[
     Path | None, typer.Option("--out", "-o", help="Also write the JSON result to this file.")
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (same seed, same result).")]
+TwinsOpt = Annotated[
+    str,
+    typer.Option(
+        "--twins",
+        help="Twins to average (seeds --seed, --seed+1, ...), shown with their range; 'auto': "
+        "up to 5, as many as keep the synthesized requests near 2 million.",
+    ),
+]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", "-f", help="Trace format; auto-detected if omitted.")
 ]
@@ -159,6 +167,21 @@ def _progress():
     )  # fmt: skip
 
 
+def parse_twins(text: str) -> int | None:
+    """A count of twins of at least 1, or None for "auto"."""
+    from ..errors import IotwinError
+
+    if text == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise IotwinError(f"--twins '{text}': expected a whole number or 'auto'") from None
+    if value < 1:
+        raise IotwinError(f"--twins '{text}': expected 1 or more")
+    return value
+
+
 def _scale(text: str) -> float:
     """One positive intensity of --scales."""
     from ..errors import IotwinError
@@ -200,6 +223,7 @@ def cache_cmd(
     write: Annotated[str, typer.Option("--write", help="Write policy: back or through.")] = "back",
     intensity: IntensityOpt = "auto",
     seed: SeedOpt = 0,
+    twins: TwinsOpt = "auto",
     json_out: JsonOpt = False,
     out: OutOpt = None,
     plot: PlotOpt = None,
@@ -215,12 +239,12 @@ def cache_cmd(
     known = [name for name, _ in policies()]
     if policy not in known:
         raise IotwinError(f"--policy '{policy}': unknown cache policy (known: {', '.join(known)})")
-    sizes_list, scale = _sizes(sizes), parse_intensity(intensity)
+    sizes_list, scale, count = _sizes(sizes), parse_intensity(intensity), parse_twins(twins)
 
     with err_console.status("fitting the twin ..."):
         w = load_workload(workload, lambda p: load_trace_quietly(p, format))
     with _progress() as bar:
-        r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar)
+        r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar, count)
     emit(r, json_out, out, cache.render)
     if plot is not None:
         cache.plot(r, plot)
@@ -310,6 +334,7 @@ def levels_cmd(
         ),
     ] = "auto",
     seed: SeedOpt = 0,
+    twins: TwinsOpt = "auto",
     json_out: JsonOpt = False,
     out: OutOpt = None,
     plot: PlotOpt = None,
@@ -324,8 +349,9 @@ def levels_cmd(
     if is_model_file(trace):
         raise IotwinError(f"{trace}: whatif levels needs a trace (it fits a model per level)")
     data = load_trace_quietly(trace, format)
+    scale, count = parse_intensity(intensity), parse_twins(twins)
     with err_console.status(f"fitting, synthesizing and simulating levels 1-{max_levels} ..."):
-        result = study(data, device, max_levels, parse_intensity(intensity), seed)
+        result = study(data, device, max_levels, scale, seed, twins=count)
     emit(result, json_out, out, render)
     if plot is not None:
         draw_plot(result, plot)

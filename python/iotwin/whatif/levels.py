@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from rich.console import Console
@@ -22,7 +23,7 @@ from ..levels import MAX_LEVELS, sweep
 from ..model import ShortTraceWarning
 from ..sim import placed, simulate
 from ..trace import Trace
-from . import auto_intensity
+from . import auto_intensity, ensemble, twin_count, twin_seeds
 
 KIND = "whatif-levels"
 WITHIN = 0.05  # the mean-response bar of the issue (twin within 5% of the original)
@@ -40,8 +41,11 @@ def study(
     intensity: float | None = None,
     seed: int = 0,
     fanout: int = 4,
+    twins: int | None = None,
 ) -> dict[str, Any]:
-    """The levels study of `trace` on `device` (intensity None: auto on the original)."""
+    """The levels study of `trace` on `device` (intensity None: auto on the original). Each
+    level's response times are the means over `twins` twins (None: auto), with the range of
+    their errors."""
     if not 1 <= max_levels <= MAX_LEVELS:
         raise IotwinError(f"--max-levels {max_levels}: expected 1 to {MAX_LEVELS}")
     if len(trace) == 0:
@@ -54,20 +58,31 @@ def study(
         # the sweep goes past the levels a short trace can fill on purpose
         warnings.simplefilter("ignore", ShortTraceWarning)
         chosen, sweep_points = sweep(trace, fanout, seed, max_levels, full=True)
+    count = twin_count(twins, len(trace))
+    seeds = twin_seeds(seed, count)
+    base_p95 = base.percentile_ms(95)
     points = []
     for p in sweep_points:
-        twin = simulate(placed(p.model.synth(requests=len(trace), seed=seed)), spec, scale, seed)
-        p95 = twin.percentile_ms(95)
+        runs = [
+            simulate(placed(p.model.synth(requests=len(trace), seed=s)), spec, scale, seed)
+            for s in seeds
+        ]
+        mean = ensemble([r.mean_ms for r in runs])
+        p95 = ensemble([r.percentile_ms(95) for r in runs])
         points.append(
             {
                 "levels": p.levels,
-                "mean_ms": twin.mean_ms,
-                "p95_ms": p95,
-                "mean_error": relative_error(twin.mean_ms, base.mean_ms),
-                "p95_error": relative_error(p95, base.percentile_ms(95)),
+                "mean_ms": mean["mean"],
+                "p95_ms": p95["mean"],
+                "mean_error": relative_error(mean["mean"], base.mean_ms),
+                "p95_error": relative_error(p95["mean"], base_p95),
+                "mean_error_range": [
+                    relative_error(mean[k], base.mean_ms) for k in ("low", "high")
+                ],
+                "p95_error_range": [relative_error(p95[k], base_p95) for k in ("low", "high")],
                 "transitions": p.transitions,
                 "score": p.score,
-                "utilisation": twin.utilisation,
+                "utilisation": fmean(r.utilisation for r in runs),
             }
         )
     within = next((p["levels"] for p in points if abs(p["mean_error"]) <= WITHIN), None)
@@ -77,6 +92,8 @@ def study(
         "device": describe(spec),
         "intensity": scale,
         "seed": seed,
+        "twins": count,
+        "seeds": seeds,
         "original": {
             "mean_ms": base.mean_ms,
             "p95_ms": base.percentile_ms(95),
@@ -95,25 +112,31 @@ def render(r: dict[str, Any], console: Console) -> None:
         f"mean {o['mean_ms']:.3f} ms, p95 {o['p95_ms']:.3f} ms ({o['utilisation']:.1%} busy)",
         title_justify="left",
     )
+    ranged = r.get("twins", 1) > 1
     for c in ("levels", "transitions", "score", "mean ms", "mean error", "p95 ms", "p95 error"):
         t.add_column(c, justify="right")
+        if ranged and c.endswith("error"):
+            t.add_column("range", justify="right", style="dim")
     for p in r["points"]:
-        t.add_row(
-            f"{p['levels']}{' *' if p['levels'] == r['chosen'] else ''}",
-            f"{p['transitions']:,}",
-            f"{p['score']:.3f}",
-            f"{p['mean_ms']:.3f}",
-            f"{p['mean_error']:+.1%}",
-            f"{p['p95_ms']:.3f}",
-            f"{p['p95_error']:+.1%}",
-            style="bold green" if p["levels"] == r["chosen"] else None,
-        )
+        row = [f"{p['levels']}{' *' if p['levels'] == r['chosen'] else ''}",
+               f"{p['transitions']:,}", f"{p['score']:.3f}"]  # fmt: skip
+        for key in ("mean", "p95"):
+            row += [f"{p[f'{key}_ms']:.3f}", f"{p[f'{key}_error']:+.1%}"]
+            if ranged:
+                low, high = p[f"{key}_error_range"]
+                row.append(f"{low:+.0%} to {high:+.0%}")
+        t.add_row(*row, style="bold green" if p["levels"] == r["chosen"] else None)
     console.print(t)
     within = r["within_5pct"]
     console.print(
         f"* chosen by fidelity score: {r['chosen']} levels; smallest level with mean response "
         + (f"within 5%: {within}" if within is not None else "within 5%: none")
     )
+    if r.get("twins", 1) > 1:
+        console.print(
+            f"twin figures: means over {r['twins']} twins per level (seeds {r['seeds'][0]}-"
+            f"{r['seeds'][-1]}) and the range of their errors"
+        )
 
 
 def plot(r: dict[str, Any], path) -> None:
@@ -125,6 +148,11 @@ def plot(r: dict[str, Any], path) -> None:
         for key, label, colour in (("mean_ms", "mean", "tab:blue"), ("p95_ms", "p95", "tab:red")):
             ax.plot(levels, [p[key] for p in r["points"]], marker="o", color=colour,
                     label=f"twin {label}")  # fmt: skip
+            base = r["original"][key]
+            spans = [p.get(f"{label}_error_range") for p in r["points"]]
+            if r.get("twins", 1) > 1 and all(spans):
+                ax.fill_between(levels, [base * (1 + lo) for lo, _ in spans],
+                                [base * (1 + hi) for _, hi in spans], color=colour, alpha=0.15)  # fmt: skip
             ax.axhline(r["original"][key], linestyle=":", color=colour, label=f"original {label}")
         ax.axvline(r["chosen"], color="grey", alpha=0.5, label=f"chosen ({r['chosen']} levels)")
         ax.set_ylim(bottom=0)

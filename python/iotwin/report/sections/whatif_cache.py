@@ -1,7 +1,8 @@
 """What-if: SSD cache size (seed 000, Figure 7). Expected JSON (docs/report.md):
 {"kind": "whatif-cache", "device": str, "sizes": [bytes, ...],
  "curves": {"original": [speedup, ...], "twin": [...], "uniform": [...]}}
-Each curve has one speedup (over no cache) per size; any of the three may be absent."""
+Each curve has one speedup (over no cache) per size; any of the three may be absent. Optional:
+"twins": N and "ranges": {"twin": {"low": [...], "high": [...]}, ...} (the range over N twins)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from .whatif import WhatIfSection, need, numbers
 CURVES = ("original", "twin", "uniform")
 
 
-def cache_svg(sizes: list[float], curves: dict[str, list[float]], device: str) -> str:
+def cache_svg(
+    sizes: list[float],
+    curves: dict[str, list[float]],
+    device: str,
+    ranges: dict[str, dict[str, list[float]]] | None = None,
+) -> str:
     from matplotlib.ticker import FuncFormatter
 
     styles = {"original": "o-", "twin": "s--", "uniform": "^:"}
@@ -25,6 +31,9 @@ def cache_svg(sizes: list[float], curves: dict[str, list[float]], device: str) -
         for name in CURVES:
             if name in curves:
                 ax.plot(positions, curves[name], styles[name], color=COLORS[name], label=name)
+            span = (ranges or {}).get(name)
+            if span:  # the range over the twins (several realizations)
+                ax.fill_between(positions, span["low"], span["high"], color=COLORS[name], alpha=0.2)
         ax.set_xticks(positions)
         ax.set_xticklabels([bytes_label(s) for s in sizes])
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}x"))
@@ -52,6 +61,12 @@ class WhatIfCache(WhatIfSection):
             raise IotwinError(f"{path}: field 'curves': no curve (expected {', '.join(CURVES)})")
         for name, values in doc["curves"].items():
             numbers(values, path, f"curves.{name}", len(sizes))
+        if "ranges" in doc:
+            need(doc["ranges"], path, "ranges", ())
+        for name, span in doc.get("ranges", {}).items():
+            need(span, path, f"ranges.{name}", ("low", "high"))
+            for end in ("low", "high"):
+                numbers(span[end], path, f"ranges.{name}.{end}", len(sizes))
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []
@@ -60,12 +75,16 @@ class WhatIfCache(WhatIfSection):
             curves = {k: [float(v) for v in vs] for k, vs in doc["curves"].items()}
             sizes = [float(s) for s in doc["sizes"]]
             parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
-            parts.append(figure_block(cache_svg(sizes, curves, str(doc["device"]))))
+            ranges = doc.get("ranges") if doc.get("twins", 1) > 1 else None
+            parts.append(figure_block(cache_svg(sizes, curves, str(doc["device"]), ranges)))
             rows = [
                 (bytes_label(s), *(f"{curves[n][i]:.2f}x" for n in curves))
                 for i, s in enumerate(sizes)
             ]
             parts.append(table(("cache size", *curves), rows, css="compact"))
+            if ranges:
+                parts.append(note(f"twin and uniform: means over {doc['twins']} realizations, "
+                                  "the band their range"))  # fmt: skip
             if "footprints" in doc:
                 from ...whatif.cache import footprint_caution, footprint_line
 

@@ -1,7 +1,8 @@
 """What-if: model detail (seed 000, Figure 6). Expected JSON (`iotwin whatif levels -o`):
 {"kind": "whatif-levels", "device": str, "original": {"mean_ms": .., "p95_ms": ..},
  "points": [{"levels": L, "mean_ms": .., "p95_ms": .., "mean_error": .., "p95_error": ..}],
- "chosen": L, "within_5pct": L | null}"""
+ "chosen": L, "within_5pct": L | null}
+Optional: "twins": N with each point's "mean_error_range": [low, high] (over N twins)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,24 @@ from markupsafe import Markup, escape
 
 from ..figures import COLORS, figure, to_svg
 from ..inputs import Bundle, Input
-from .base import figure_block, pct, table
+from .base import figure_block, note, pct, table
 from .whatif import WhatIfSection, need, numbers
 
 POINT_FIELDS = ("levels", "mean_ms", "p95_ms", "mean_error", "p95_error")
 
 
-def levels_svg(levels: list[float], means: list[float], original: float, device: str) -> str:
+def levels_svg(
+    levels: list[float],
+    means: list[float],
+    original: float,
+    device: str,
+    spans: list[list[float]] | None = None,
+) -> str:
     with figure(width=8.4, height=2.8) as (fig, ax):
         ax.plot(levels, means, "s--", color=COLORS["twin"], label="twin")
+        if spans:  # the single twins' range
+            low, high = ([original * (1 + s[i]) for s in spans] for i in (0, 1))
+            ax.fill_between(levels, low, high, color=COLORS["twin"], alpha=0.2)
         ax.axhline(original, color=COLORS["original"], label="original")
         ax.set_xticks(levels)
         ax.set_xlabel("model levels")
@@ -44,18 +54,22 @@ class WhatIfLevels(WhatIfSection):
         for i, p in enumerate(doc["points"]):
             need(p, path, f"points[{i}]", POINT_FIELDS)
             numbers([p[k] for k in POINT_FIELDS], path, f"points[{i}]")
+            if "mean_error_range" in p:
+                numbers(p["mean_error_range"], path, f"points[{i}].mean_error_range", 2)
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []
         for item in bundle.all(self.kind):
             doc = item.data
             pts = doc["points"]
+            ranged = doc.get("twins", 1) > 1 and all("mean_error_range" in p for p in pts)
             parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
             svg = levels_svg(
                 [p["levels"] for p in pts],
                 [p["mean_ms"] for p in pts],
                 doc["original"]["mean_ms"],
                 str(doc["device"]),
+                [p["mean_error_range"] for p in pts] if ranged else None,
             )
             parts.append(figure_block(svg))
             rows = [
@@ -63,12 +77,14 @@ class WhatIfLevels(WhatIfSection):
                     str(p["levels"]) + (" (chosen)" if p["levels"] == doc["chosen"] else ""),
                     f"{p['mean_ms']:.3g} ms",
                     pct(p["mean_error"]),
+                    *([" to ".join(pct(e) for e in p["mean_error_range"])] if ranged else []),
                     f"{p['p95_ms']:.3g} ms",
                     pct(p["p95_error"]),
                 )
                 for p in pts
             ]
-            headers = ("levels", "twin mean", "error", "twin p95", "error")
+            headers = ("levels", "twin mean", "error", *(["single twins"] if ranged else []),
+                       "twin p95", "error")  # fmt: skip
             parts.append(table(headers, rows, css="compact"))
             o = doc["original"]
             within = doc.get("within_5pct")
@@ -78,4 +94,7 @@ class WhatIfLevels(WhatIfSection):
                 else "no level within 5% of its mean"
             )
             parts.append(Markup(f'<p class="verdict">{escape(verdict)}</p>'))
+            if ranged:
+                parts.append(note(f"twin figures: means over {doc['twins']} twins per level, "
+                                  "the band the range of the single twins"))  # fmt: skip
         return Markup("").join(parts)
