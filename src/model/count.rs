@@ -7,8 +7,8 @@
 
 use super::hist::Hist;
 use super::stats::{
-    category_of, Batch, Category, FitConfig, Fitter, IatStats, Last, StreamStats, FLAT_DEPTH,
-    MAX_ALIGN_BITS, REUSE_UNSAMPLED,
+    add_jump, category_of, leaf_jump, Batch, Category, FitConfig, Fitter, IatStats, Last,
+    StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS, REUSE_UNSAMPLED,
 };
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
@@ -169,6 +169,8 @@ struct KeyCounts {
     pending: Vec<(u32, u64)>,
     reuse: Hist,
     resume: Hist,
+    jumps_ahead: Hist,
+    jumps_behind: Hist,
 }
 
 /// Inter-arrival times held back before they are added by category (few in tests, so they
@@ -203,6 +205,8 @@ impl KeyCounts {
             pending: Vec::new(),
             reuse: Hist::default(),
             resume: Hist::default(),
+            jumps_ahead: Hist::default(),
+            jumps_behind: Hist::default(),
         }
     }
 
@@ -314,6 +318,8 @@ impl KeyCounts {
         }
         s.reuse.merge(&self.reuse);
         s.resume.merge(&self.resume);
+        s.jumps_ahead.merge(&self.jumps_ahead);
+        s.jumps_behind.merge(&self.jumps_behind);
     }
 }
 
@@ -393,7 +399,11 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
                     s.first = Some((leaf, cat));
                 }
             }
-            Some(l) => c.transition(&g, l, leaf, cat, r.ts),
+            Some(l) => {
+                let jump = leaf_jump(&cfg, l, &r, leaf, cat.kind);
+                add_jump(&mut c.jumps_ahead, &mut c.jumps_behind, jump);
+                c.transition(&g, l, leaf, cat, r.ts)
+            }
         }
         lane.last = Some(Last {
             leaf,

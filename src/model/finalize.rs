@@ -191,5 +191,14 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     if !s.resume.counts.is_empty() {
         doc["resume"] = Value::Array(buckets(&s.resume)); // absent before resumed runs
     }
+    // absent before in-leaf jumps (and without the re-reference extension)
+    for (key, h) in [
+        ("jumps_ahead", &s.jumps_ahead),
+        ("jumps_behind", &s.jumps_behind),
+    ] {
+        if !h.counts.is_empty() {
+            doc[key] = Value::Array(buckets(h));
+        }
+    }
     doc
 }

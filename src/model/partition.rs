@@ -15,7 +15,7 @@ use crate::codec::{put_i64, put_u128, put_u32, put_u64, Reader};
 use rustc_hash::FxHashMap;
 
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag).
-const MAGIC: &[u8; 8] = b"IOTWFIT2";
+const MAGIC: &[u8; 8] = b"IOTWFIT3";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -261,6 +261,8 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     put_u32(w, s.alignment_bits);
     put_hist(w, &s.reuse);
     put_hist(w, &s.resume);
+    put_hist(w, &s.jumps_ahead);
+    put_hist(w, &s.jumps_behind);
     put_u64(w, s.bytes);
 }
 
@@ -340,6 +342,8 @@ impl FitReader for Reader<'_> {
         s.alignment_bits = self.u32()?;
         s.reuse = self.hist()?;
         s.resume = self.hist()?;
+        s.jumps_ahead = self.hist()?;
+        s.jumps_behind = self.hist()?;
         s.bytes = self.u64()?;
         Ok(s)
     }

@@ -12,7 +12,7 @@ use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::History;
 use super::stats::{
-    Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
+    Category, RecentEnds, KIND_RANDOM, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
@@ -277,6 +277,11 @@ struct StreamModel {
     /// Lags of resumed runs and their total.
     resume: Buckets,
     resume_total: u64,
+    /// In-leaf jumps of random requests from the previous request's end, ahead and behind.
+    jumps_ahead: Buckets,
+    jumps_ahead_total: u64,
+    jumps_behind: Buckets,
+    jumps_behind_total: u64,
 }
 
 /// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
@@ -810,10 +815,22 @@ impl Sampler {
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
-        if let Some(off) =
-            frontier.and_then(|f| next_fresh(f, target, lo, hi.min(cap), s, cat, reref))
+        let from = recent.last_start().map(|o| self.tree.leaf_of(o));
+        if let Some(f) = frontier {
+            if let Some(off) = next_fresh(f, target, lo, hi.min(cap), s, cat, reref) {
+                return (off, own);
+            }
+        } else if let (true, Some(end)) =
+            (cat.kind == KIND_RANDOM && from == Some(target), prev_end)
         {
-            return (off, own);
+            // per-stream models: a random request in its predecessor's leaf jumps from its end
+            // as the original's did (`leaf_jump`)
+            let start = recent.last_start().unwrap_or(end);
+            if let Some(off) =
+                jump_from(s, start, end, lo, hi.min(cap), cat.size as u64, reref, rng)
+            {
+                return (off, own);
+            }
         }
         let mut off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
         // a cold request touches a block no one has touched (in the history's scope): re-draw
@@ -950,6 +967,47 @@ fn next_fresh(
     }
     *at = off + size;
     (off + size <= hi).then_some(off)
+}
+
+/// Draws of an in-leaf jump before a random request falls back to a uniform offset.
+const JUMP_TRIES: usize = 4;
+
+/// Where a random request lands by a jump drawn from its stream's in-leaf jumps from `end`,
+/// the previous request's end: aligned, inside [lo, hi) with room for `size`, not sequential,
+/// and on a block no request touched (a random request is a cold one, as in the fit). None
+/// when the stream has no jumps or no draw lands so.
+fn jump_from(
+    s: &StreamModel,
+    start: u64,
+    end: u64,
+    lo: u64,
+    hi: u64,
+    size: u64,
+    history: Option<&History>,
+    rng: &mut Pcg64Mcg,
+) -> Option<u64> {
+    let total = s.jumps_ahead_total + s.jumps_behind_total;
+    if total == 0 {
+        return None;
+    }
+    let align = s.alignment.max(1);
+    for _ in 0..JUMP_TRIES {
+        let off = if rng.random_range(0..total) < s.jumps_ahead_total {
+            end.checked_add(draw(&s.jumps_ahead, s.jumps_ahead_total, rng))
+        } else {
+            end.checked_sub(draw(&s.jumps_behind, s.jumps_behind_total, rng))
+        };
+        let Some(off) = off.map(|o| o / align * align) else {
+            continue;
+        };
+        // a jump leaves the previous request: no overlap with it
+        let clear = off >= end || off + size <= start;
+        let inside = off >= lo && off + size <= hi && off != end && clear;
+        if inside && history.is_none_or(|h| !h.seen(off)) {
+            return Some(off);
+        }
+    }
+    None
 }
 
 /// A uniformly random aligned offset in [lo, hi) leaving room for `size` where possible.
@@ -1306,6 +1364,8 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     }
     let (reuse, reuse_total) = buckets(v, "reuse")?;
     let (resume, resume_total) = buckets(v, "resume")?;
+    let (jumps_ahead, jumps_ahead_total) = buckets(v, "jumps_ahead")?;
+    let (jumps_behind, jumps_behind_total) = buckets(v, "jumps_behind")?;
     let first = match v.get("first").filter(|f| !f.is_null()) {
         Some(f) => Some((int(f, "leaf")?, category(f)?)),
         None => None,
@@ -1329,6 +1389,10 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         reuse_total,
         resume,
         resume_total,
+        jumps_ahead,
+        jumps_ahead_total,
+        jumps_behind,
+        jumps_behind_total,
     })
 }
 
