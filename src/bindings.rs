@@ -733,30 +733,34 @@ fn finalize_characterization<'py>(
     summary_to_py(py, &summary)
 }
 
-/// Generates a synthetic trace from a model document (its JSON text or the parsed dict);
-/// returns canonical column bytes.
+/// The synthesis settings as Python passes them, one tuple:
+/// (requests, duration_ns, intensity, compress, seed, uniform).
+#[derive(FromPyObject)]
+struct SynthArgs(Option<u64>, Option<i64>, f64, f64, u64, bool);
+
+impl From<SynthArgs> for crate::model::sample::SynthParams {
+    fn from(a: SynthArgs) -> Self {
+        let SynthArgs(requests, duration_ns, intensity, compress, seed, uniform) = a;
+        crate::model::sample::SynthParams {
+            requests,
+            duration_ns,
+            intensity,
+            compress,
+            seed,
+            uniform,
+        }
+    }
+}
+
+/// Generates a synthetic trace from a model document (its JSON text or the parsed dict) and
+/// the settings (`SynthArgs`); returns canonical column bytes.
 #[pyfunction]
-#[pyo3(signature = (model, requests, duration_ns, intensity, compress, seed, uniform))]
-#[allow(clippy::too_many_arguments)]
 fn synth_model<'py>(
     py: Python<'py>,
     model: &Bound<'py, PyAny>,
-    requests: Option<u64>,
-    duration_ns: Option<i64>,
-    intensity: f64,
-    compress: f64,
-    seed: u64,
-    uniform: bool,
+    args: SynthArgs,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use crate::model::sample::SynthParams;
-    let params = SynthParams {
-        requests,
-        duration_ns,
-        intensity,
-        compress,
-        seed,
-        uniform,
-    };
+    let params = args.into();
     let sampler = checked_sampler(model, &params)?;
     let cols = py.detach(|| sampler.generate(&params));
     columns_to_py(py, &cols)
@@ -773,26 +777,8 @@ struct SynthStream {
 #[pymethods]
 impl SynthStream {
     #[new]
-    #[pyo3(signature = (model, requests, duration_ns, intensity, compress, seed, uniform))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        model: &Bound<'_, PyAny>,
-        requests: Option<u64>,
-        duration_ns: Option<i64>,
-        intensity: f64,
-        compress: f64,
-        seed: u64,
-        uniform: bool,
-    ) -> PyResult<Self> {
-        let params = crate::model::sample::SynthParams {
-            requests,
-            duration_ns,
-            intensity,
-            compress,
-            seed,
-            uniform,
-        };
+    fn new(py: Python<'_>, model: &Bound<'_, PyAny>, args: SynthArgs) -> PyResult<Self> {
+        let params: crate::model::sample::SynthParams = args.into();
         let sampler = checked_sampler(model, &params)?;
         Ok(SynthStream {
             inner: py.detach(|| sampler.stream(params)),

@@ -60,8 +60,8 @@ def test_the_dict_and_the_text_of_a_model_sample_alike(model: str) -> None:
     its JSON parser may round differently from Python's in the last bit)."""
     doc = Model.load(DATA / f"synth_{model}.model.json").doc
     args = (20_000, None, 1.5, 2.0, 3, False)
-    from_text = _core.synth_model(json.dumps(doc), *args)
-    from_dict = _core.synth_model(doc, *args)
+    from_text = _core.synth_model(json.dumps(doc), args)
+    from_dict = _core.synth_model(doc, args)
     assert len(from_dict["ts_ns"]) > 1000
     assert from_dict == from_text
 
@@ -69,4 +69,4 @@ def test_the_dict_and_the_text_of_a_model_sample_alike(model: str) -> None:
 def test_a_model_that_is_not_json_gets_a_clear_error() -> None:
     doc = Model.load(DATA / "synth_msr_l2.model.json").doc
     with pytest.raises(ValueError, match="model is not JSON: a value of type set"):
-        _core.synth_model({**doc, "levels": {2}}, 100, None, 1.0, 1.0, 0, False)
+        _core.synth_model({**doc, "levels": {2}}, (100, None, 1.0, 1.0, 0, False))

@@ -421,7 +421,7 @@ def step_profile(trace_path: str, model_path: str, requests: int, out: str) -> N
     for label, m in (("on", model.Model.load(model_path).doc), ("off", plain)):
         raw = timed(
             f"synth {count(requests)}: core, re-references {label}",
-            lambda m=m: _core.synth_model(m, requests, None, 1.0, 1.0, 2, False),
+            lambda m=m: _core.synth_model(m, (requests, None, 1.0, 1.0, 2, False)),
         )
         df = timed(
             f"synth {count(requests)}: to DataFrame ({label})",

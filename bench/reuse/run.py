@@ -90,7 +90,7 @@ def measure(name: str, path: Path, stream_by: str | None) -> dict:
         "p95_dev": round(b.percentile_ms(95) / a.percentile_ms(95) - 1, 3),
     }
     if name in ("pgbench.parquet", "cloudPhysicsIO.vscsi"):
-        r = study(Workload(name, trace, model), None, seed=0)
+        r = study(Workload(name, trace, model), None, seed=0, twins=1)
         out["cache"] = {
             "sizes": r["sizes"],
             "original": [round(x, 2) for x in r["curves"]["original"]],

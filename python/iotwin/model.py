@@ -106,7 +106,7 @@ class Model:
         phases; `baseline="uniform"` gives the IOMeter-like trace without locality."""
         doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
         # the core reads the dict itself: no json.dumps of a model of tens of MiB
-        df = self._on_clock(frame_from_columns(_core_call(_core.synth_model, doc, *args)))
+        df = self._on_clock(frame_from_columns(_core_call(_core.synth_model, doc, args)))
         return Trace(df, self._synth_meta(doc, seed, baseline))
 
     def write_synth(
@@ -126,7 +126,7 @@ class Model:
         import pyarrow.parquet as pq
 
         doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
-        stream = _core_call(_core.SynthStream, doc, *args)
+        stream = _core_call(_core.SynthStream, doc, args)
         total = stream.total  # read now: the sampling thread holds the stream from here on
         kv = self._synth_meta(doc, seed, baseline).to_kv()
         done, last_ns = 0, 0

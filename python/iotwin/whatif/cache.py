@@ -90,8 +90,8 @@ def study(
     reference_fp = footprint_bytes(reference)
     sizes = auto_sizes(reference_fp) if sizes is None else sorted(set(sizes))
     stack = {"over": over, "ssd": ssd, "policy": policy, "write": write}
-    runs = sum(len(r) for r in realizations.values()) * (len(sizes) + 1)
-    task = progress.add_task("simulating", total=runs) if progress else None
+    total = sum(len(r) for r in realizations.values()) * (len(sizes) + 1)
+    task = progress.add_task("simulating", total=total) if progress else None
 
     def tick() -> None:
         if progress is not None:
@@ -117,20 +117,22 @@ def study(
         "footprints": {name: round(fmean(fp)) for name, fp in footprints.items()},
         "sizes": sizes,
         "curves": {name: [p["speedup"] for p in pts] for name, pts in points.items()},
-        "ranges": {
-            name: {
-                "low": [min(c[i]["speedup"] for c in runs) for i in range(len(sizes))],
-                "high": [max(c[i]["speedup"] for c in runs) for i in range(len(sizes))],
-            }
-            for name, runs in curves.items()
-            if name != "original"
-        },
+        "ranges": {name: speedup_range(c) for name, c in curves.items() if name != "original"},
         "points": points,
     }
     if "original" in points:
         result["twin_max_error"] = max_error(points["original"], points["twin"])
         result["uniform_max_error"] = max_error(points["original"], points["uniform"])
     return result
+
+
+def speedup_range(runs: list[list[dict[str, Any]]]) -> dict[str, list[float]]:
+    """Each size's lowest and highest speedup over the realizations."""
+    at_sizes = list(zip(*runs, strict=True))
+    return {
+        "low": [min(p["speedup"] for p in at) for at in at_sizes],
+        "high": [max(p["speedup"] for p in at) for at in at_sizes],
+    }
 
 
 def mean_points(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
