@@ -602,6 +602,48 @@ fn merge_partitions<'py>(py: Python<'py>, parts: Vec<Vec<u8>>) -> PyResult<Bound
     Ok(PyBytes::new(py, &merged))
 }
 
+/// How streams interleave at one instant (`model::ties`), fed a trace's batches in time
+/// order; `counts()` is the model's `ties` (JSON text).
+#[pyclass]
+#[derive(Default)]
+struct TieCounter {
+    inner: crate::model::ties::TieCounter,
+}
+
+#[pymethods]
+impl TieCounter {
+    #[new]
+    fn new() -> TieCounter {
+        TieCounter::default()
+    }
+
+    #[pyo3(signature = (ts_ns, stream, offset, size, file=None))]
+    fn update(
+        &mut self,
+        ts_ns: PyBuffer<i64>,
+        stream: PyBuffer<u32>,
+        offset: PyBuffer<u64>,
+        size: PyBuffer<u32>,
+        file: Option<PyBuffer<u32>>,
+    ) -> PyResult<()> {
+        let (ts, st) = (buffer_slice(&ts_ns)?, buffer_slice(&stream)?);
+        let (off, sz) = (buffer_slice(&offset)?, buffer_slice(&size)?);
+        let file = file.as_ref().map(buffer_slice).transpose()?;
+        let n = ts.len();
+        if [st.len(), off.len(), sz.len()].iter().any(|&l| l != n)
+            || file.is_some_and(|f| f.len() != n)
+        {
+            return Err(PyValueError::new_err("columns of different lengths"));
+        }
+        self.inner.update(ts, st, off, sz, file);
+        Ok(())
+    }
+
+    fn counts(&self) -> String {
+        self.inner.counts().to_json().to_string()
+    }
+}
+
 /// The model document (JSON text) of merged statistics; see `model::finalize`.
 #[pyfunction]
 fn finalize_partitions(
@@ -1289,6 +1331,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PartitionFit>()?;
     m.add_function(wrap_pyfunction!(merge_partitions, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;
+    m.add_class::<TieCounter>()?;
     m.add_class::<PartitionCharacterize>()?;
     m.add_function(wrap_pyfunction!(merge_characterizations, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_characterization, m)?)?;

@@ -95,6 +95,47 @@ def test_thread_weights_are_exact_per_stream(twins: dict) -> None:
     assert counts(twin) == counts(trace)  # 2,038 volumes, each its exact share
 
 
+def _same_stream_share(df: pl.DataFrame) -> float:
+    """Of consecutive requests stamped alike, the share from one stream."""
+    s, ts = df["stream"].to_numpy(), df["ts_ns"].to_numpy()
+    tied = ts[1:] == ts[:-1]
+    return float((s[1:] == s[:-1])[tied].mean())
+
+
+def test_streams_at_one_instant_interleave_as_fitted(twins: dict) -> None:
+    """Tencent stamps whole seconds: its 50,000 requests share 2 stamps, and the file order
+    interleaves the 2,038 volumes. The fit counts it (`ties`) and the twin follows it, where
+    a merge stream by stream put 95% of the twin's requests next to their own stream's."""
+    trace, model, _, _ = twins["tencent_cbs_excerpt.csv.bz2"]
+    ties = model.doc["ties"]
+    # counted independently: pairs whose first stream has another request at that instant
+    df = trace.df.with_row_index("i")
+    nxt = df.with_columns(
+        pl.col("i").shift(-1).over("stream").alias("next_i"),
+        pl.col("ts_ns").shift(-1).over("stream").alias("next_ts"),
+        (pl.col("offset") + pl.col("size")).alias("end"),
+    )
+    later = nxt.join(
+        nxt.select(pl.col("i").alias("next_i"), pl.col("offset").alias("next_off")), on="next_i"
+    )
+    row = later.sort("i")
+    following = df["stream"].shift(-1)
+    stamp = df["ts_ns"].shift(-1)
+    eligible = row.join(
+        pl.DataFrame({"i": df["i"], "following": following, "stamp": stamp}), on="i"
+    ).filter((pl.col("stamp") == pl.col("ts_ns")) & (pl.col("next_ts") == pl.col("ts_ns")))
+    sequential = eligible.filter(pl.col("next_off") == pl.col("end"))
+    other = eligible.filter(pl.col("next_off") != pl.col("end"))
+    same = lambda f: int((f["following"] == f["stream"]).sum())  # noqa: E731
+    assert ties["sequential"] == {"pairs": sequential.height, "same": same(sequential)}
+    assert ties["other"] == {"pairs": other.height, "same": same(other)}
+    assert ties["sequential"]["pairs"] + ties["other"]["pairs"] > 45_000
+    original = _same_stream_share(trace.df)
+    twin = model.synth(requests=trace.df.height, seed=SEED).df
+    assert original == pytest.approx(0.413, abs=0.001)
+    assert _same_stream_share(twin) == pytest.approx(original, abs=0.01)
+
+
 def test_same_seed_same_bytes(twins: dict, tmp_path: Path) -> None:
     _, model, _, _ = twins["msr_hm0_excerpt.csv"]
     paths = []

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from .errors import IotwinError
-from .trace import Trace, TraceMeta, canonical_order
+from .trace import TieCounter, Trace, TraceMeta, canonical_order
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,6 +70,7 @@ class Dataset:
     partitions: list[Partition]  # by stream, then time
     file_ends: dict[int, int] = field(default_factory=dict)  # file-level traces: file -> end
     clock_ns: int | None = None  # the tick of a coarse trace clock (trace.coarse_clock_ns)
+    ties: dict[str, Any] | None = None  # how streams interleave at one instant (model.tie_counts)
 
     @property
     def span_ns(self) -> int:
@@ -114,6 +115,7 @@ class Dataset:
             "columns": self.columns,
             "file_ends": {str(k): v for k, v in self.file_ends.items()},
             "clock_ns": self.clock_ns,
+            "ties": self.ties,
             "partitions": [asdict(p) for p in self.partitions],
         }
 
@@ -160,6 +162,7 @@ def open_dataset(path: str | Path) -> Dataset:
             partitions=parts,
             file_ends={int(k): int(v) for k, v in doc.get("file_ends", {}).items()},
             clock_ns=None if doc.get("clock_ns") is None else int(doc["clock_ns"]),
+            ties=doc.get("ties"),
         )
     except KeyError as exc:
         raise IotwinError(f"{where}: field {exc.args[0]!r} is missing") from None
@@ -295,6 +298,7 @@ class _Splitter:
         self.prev_end: int | None = None
         self.ts_gcd = 0  # gcd of every time since the first: the clock's tick
         self.same_ts = 0  # requests stamped with the time of the one before
+        self.ties = TieCounter()
 
     def add(self, batch: pl.DataFrame) -> None:
         if batch.height == 0:
@@ -303,6 +307,7 @@ class _Splitter:
             pl.arange(self.seq, self.seq + batch.height, dtype=pl.UInt64).alias(SEQ)
         )
         self.seq += batch.height
+        self.ties.update(batch)
         batch = self._run_starts(batch)
         self._extent(batch)
         if self.window_ns:
@@ -414,6 +419,7 @@ class _Splitter:
             partitions=parts,
             file_ends=dict(sorted(self.file_ends.items())),
             clock_ns=self.clock_ns(),
+            ties=self.ties.counts(),
         )
 
 

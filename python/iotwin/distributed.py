@@ -174,6 +174,8 @@ def fit_dataset(
     stats = _run(units, task, merge_stats, cluster, client, timeout_s, retries, progress)
     span_ns = ds.span_ns if ds.meta.timed else 0
     doc = parse_json(_core.finalize_partitions(stats, iat, span_ns))
+    if ds.ties is not None:  # datasets split before streams' interleaving was counted lack it
+        doc["ties"] = ds.ties
     meta = ds.meta if layout is None else replace(ds.meta, capacity=settings.capacity, files=[])
     clock_ns = ds.clock_ns if ds.meta.timed else None
     return describe(doc, meta, layout, started, iat, clock_ns)

@@ -27,7 +27,7 @@ from .errors import IotwinError
 from .formats.base import frame_from_columns
 from .layout import on_virtual_device
 from .source import atomic_output, prefetched
-from .trace import Trace, TraceMeta, coarse_clock_ns
+from .trace import Trace, TraceMeta, coarse_clock_ns, tie_counts
 
 MODEL_VERSION = 1
 DEFAULT_WINDOW_NS = 30 * 60 * 10**9
@@ -264,6 +264,7 @@ def fit(
     if reuse_scope not in ("auto", "stream"):
         raise IotwinError(f"reuse scope '{reuse_scope}': expected auto or stream")
     shared_space = reuse_scope == "auto" and trace.meta.stream_by not in SEPARATE_SPACES
+    ties = tie_counts(trace.df)  # on the trace's own files and offsets, as datasets count them
     trace, layout = on_virtual_device(trace)
     df = trace.df
     span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
@@ -286,6 +287,7 @@ def fit(
         global_reuse=reref and shared_space,
     )
     doc = parse_json(doc_text)
+    doc["ties"] = ties
     if type_of is not None:
         labels = sorted(set(type_of.values()))
         for s in doc["streams"]:

@@ -126,6 +126,39 @@ def coarse_clock_ns(ts: np.ndarray) -> int | None:
     return tick
 
 
+class TieCounter:
+    """How streams interleave at one instant, counted over a trace's batches in time order
+    (the model's `ties`; see src/model/ties.rs)."""
+
+    def __init__(self) -> None:
+        from . import _core
+
+        self._core = _core.TieCounter()
+
+    def update(self, df: pl.DataFrame) -> None:
+        def column(name: str, dtype: type) -> np.ndarray:
+            return np.ascontiguousarray(df.get_column(name).to_numpy(), dtype=dtype)
+
+        file = column("file", np.uint32) if "file" in df.columns else None
+        self._core.update(
+            column("ts_ns", np.int64),
+            column("stream", np.uint32),
+            column("offset", np.uint64),
+            column("size", np.uint32),
+            file,
+        )
+
+    def counts(self) -> dict[str, Any]:
+        return json.loads(self._core.counts())
+
+
+def tie_counts(df: pl.DataFrame) -> dict[str, Any]:
+    """The `ties` of a whole time-ordered trace."""
+    counter = TieCounter()
+    counter.update(df)
+    return counter.counts()
+
+
 def _get_df(trace: Trace) -> pl.DataFrame:
     if trace._chunked:
         trace._df, trace._chunked = trace._df.rechunk(), False

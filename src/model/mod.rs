@@ -12,4 +12,5 @@ pub mod partition;
 pub mod pipeline;
 pub mod sample;
 pub mod stats;
+pub mod ties;
 pub mod tree;

@@ -14,6 +14,7 @@ use super::history::History;
 use super::stats::{
     Category, RecentEnds, KIND_RANDOM, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
+use super::ties::{Merger, TieCounts};
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
 use crate::fenwick::Fenwick;
@@ -299,6 +300,8 @@ pub struct Sampler {
     /// Re-references draw from one history of all streams (models fitted with global
     /// distances, `reuse_scope: "global"`), or each from its own stream's (older models).
     global_reuse: bool,
+    /// How the fitted trace interleaved streams at one instant (`ties.rs`).
+    ties: TieCounts,
 }
 
 fn category(v: &Value) -> Result<Category, Err> {
@@ -334,6 +337,7 @@ impl Sampler {
             total_requests: int(model, "requests")?,
             streams,
             global_reuse: model.get("reuse_scope").and_then(Value::as_str) == Some("global"),
+            ties: TieCounts::from_json(model.get("ties"))?,
         })
     }
 
@@ -350,7 +354,10 @@ impl Sampler {
         let lengths: Vec<u64> = quotas.iter().map(|q| q.iter().map(|w| w.2).sum()).collect();
         let parts = self.walk_streams(&quotas, &lengths, p);
         let mut placer = Placer::new(self, &lengths, p.seed);
-        merge_streams(parts, |k, step| placer.place(self, k, step, p.uniform))
+        let merger = Merger::new(self.ties, lengths, p.seed);
+        merge_streams(parts, merger, |k, step| {
+            placer.place(self, k, step, p.uniform)
+        })
     }
 
     /// Each stream's walk (times, steps, id). Streams walk independently, each with its own
@@ -420,23 +427,23 @@ impl Sampler {
                 steps: Vec::new(),
                 gaps: Vec::new(),
                 pos: 0,
-                index: 0,
             });
         }
         let placer = Placer::new(&self, &lengths, p.seed);
+        let total = lengths.iter().sum();
+        let merger = Merger::new(self.ties, lengths, p.seed);
         let mut synth = Synth {
             placer,
             sampler: self,
             params: p,
             cursors,
-            heap: std::collections::BinaryHeap::new(),
-            t0: 0,
-            total: lengths.iter().sum(),
+            merger,
+            t0: None,
+            total,
         };
         for k in 0..synth.cursors.len() {
             synth.push_head(k);
         }
-        synth.t0 = synth.heap.peek().map(|h| h.0 .0).unwrap_or(0);
         synth
     }
 
@@ -1143,7 +1150,6 @@ struct Cursor {
     steps: Vec<Step>,
     gaps: Vec<f64>,
     pos: usize,
-    index: u64,
 }
 
 /// One synthesized request: (time since the first request, stream, op, offset, size).
@@ -1162,9 +1168,10 @@ pub struct Synth {
     placer: Placer,
     params: SynthParams,
     cursors: Vec<Cursor>,
-    /// (time, stream position, index within the stream): the order of `merge_streams`.
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(i64, u32, u64)>>,
-    t0: i64,
+    /// The order of `merge_streams`.
+    merger: Merger,
+    /// The first request's time.
+    t0: Option<i64>,
     total: u64,
 }
 
@@ -1203,8 +1210,7 @@ impl Synth {
             );
             c.placed += c.steps.len();
         }
-        self.heap
-            .push(std::cmp::Reverse((c.times[c.pos], k as u32, c.index)));
+        self.merger.push(k, c.times[c.pos]);
     }
 }
 
@@ -1212,19 +1218,21 @@ impl Iterator for Synth {
     type Item = Synthesized;
 
     fn next(&mut self) -> Option<Synthesized> {
-        let std::cmp::Reverse((t, k, _)) = self.heap.pop()?;
-        let k = k as usize;
+        let cursors = &self.cursors;
+        let (t, k) = self
+            .merger
+            .pop(|k| cursors[k].steps[cursors[k].pos].cat.kind)?;
+        let t0 = *self.t0.get_or_insert(t);
         let c = &mut self.cursors[k];
         let step = c.steps[c.pos];
         c.pos += 1;
-        c.index += 1;
         let (op, offset, size) = self
             .placer
             .place(&self.sampler, k, step, self.params.uniform);
         let stream = self.sampler.streams[k].id;
         self.push_head(k);
         Some(Synthesized {
-            ts_ns: t - self.t0,
+            ts_ns: t - t0,
             stream,
             op,
             offset,
@@ -1233,15 +1241,20 @@ impl Iterator for Synth {
     }
 }
 
-/// Merges the streams' requests by time (stable: ties keep stream order), times from 0,
-/// placing each one's offset in that order (`place(stream position, step)`).
-fn merge_streams(parts: Vec<StreamPart>, mut place: impl FnMut(usize, Step) -> Output) -> Columns {
+/// Merges the streams' requests by time (`Merger`: streams at one instant interleave as
+/// fitted), times from 0, placing each one's offset in that order (`place(stream position,
+/// step)`).
+fn merge_streams(
+    parts: Vec<StreamPart>,
+    mut merger: Merger,
+    mut place: impl FnMut(usize, Step) -> Output,
+) -> Columns {
     let n: usize = parts.iter().map(|p| p.0.len()).sum();
+    let mut out = Columns::with_capacity(n);
     if let [(times, steps, id)] = &parts[..] {
         if times.is_sorted() {
             // one stream in time order already: the merge is the identity
             let t0 = times.first().copied().unwrap_or(0);
-            let mut out = Columns::with_capacity(n);
             for (&t, &step) in times.iter().zip(steps) {
                 let (op, off, size) = place(0, step);
                 out.push(t - t0, *id, op, off, size);
@@ -1249,19 +1262,22 @@ fn merge_streams(parts: Vec<StreamPart>, mut place: impl FnMut(usize, Step) -> O
             return out;
         }
     }
-    let mut order: Vec<(i64, u32, u32)> = Vec::with_capacity(n); // (time, part, index)
-    for (pi, (times, _, _)) in parts.iter().enumerate() {
-        for (j, &t) in times.iter().enumerate() {
-            order.push((t, pi as u32, j as u32));
+    let mut next = vec![0usize; parts.len()];
+    for (k, (times, _, _)) in parts.iter().enumerate() {
+        if let Some(&t) = times.first() {
+            merger.push(k, t);
         }
     }
-    order.sort_unstable();
-    let t0 = order.first().map(|o| o.0).unwrap_or(0);
-    let mut out = Columns::with_capacity(n);
-    for (t, pi, j) in order {
-        let (_, steps, id) = &parts[pi as usize];
-        let (op, off, size) = place(pi as usize, steps[j as usize]);
+    let mut t0 = None;
+    while let Some((t, k)) = merger.pop(|k| parts[k].1[next[k]].cat.kind) {
+        let t0 = *t0.get_or_insert(t);
+        let (times, steps, id) = &parts[k];
+        let (op, off, size) = place(k, steps[next[k]]);
         out.push(t - t0, *id, op, off, size);
+        next[k] += 1;
+        if let Some(&t) = times.get(next[k]) {
+            merger.push(k, t);
+        }
     }
     out
 }
