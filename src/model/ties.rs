@@ -71,10 +71,15 @@ struct Latest {
 /// a request continues its stream's previous one in the same file).
 #[derive(Debug, Default, Clone)]
 pub struct TieCounter {
-    latest: FxHashMap<u32, Latest>,
+    /// Each stream's latest request: by id for the small ids streams have, else in a table.
+    dense: Vec<Option<Latest>>,
+    sparse: FxHashMap<u32, Latest>,
     previous: Option<(u32, i64)>,
     counts: TieCounts,
 }
+
+/// Stream ids below this are looked up by index.
+const DENSE_IDS: u32 = 1 << 16;
 
 impl TieCounter {
     pub fn update(
@@ -91,12 +96,42 @@ impl TieCounter {
         }
     }
 
+    fn slot(&mut self, stream: u32) -> Option<&mut Latest> {
+        if stream < DENSE_IDS {
+            self.dense.get_mut(stream as usize)?.as_mut()
+        } else {
+            self.sparse.get_mut(&stream)
+        }
+    }
+
+    fn set(&mut self, stream: u32, latest: Latest) {
+        if stream < DENSE_IDS {
+            let i = stream as usize;
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, None);
+            }
+            self.dense[i] = Some(latest);
+        } else {
+            self.sparse.insert(stream, latest);
+        }
+    }
+
     fn add(&mut self, ts: i64, stream: u32, file: u32, offset: u64, size: u32) {
         if let Some((p, pts)) = self.previous {
             if pts == ts {
-                if let Some(l) = self.latest.get_mut(&p) {
+                if let Some(l) = self.slot(p) {
                     l.followed = Some(p == stream);
                 }
+            }
+        }
+        // the pair after this stream's previous request counts if both of its requests
+        // share this instant
+        if let Some(&mut l) = self.slot(stream) {
+            if let (Some(same), true) = (l.followed, l.ts == ts) {
+                let continues = offset == l.end && file == l.file;
+                let class = if continues { SEQUENTIAL } else { OTHER };
+                self.counts.pairs[class] += 1;
+                self.counts.same[class] += same as u64;
             }
         }
         let latest = Latest {
@@ -105,16 +140,7 @@ impl TieCounter {
             end: offset + size as u64,
             followed: None,
         };
-        if let Some(l) = self.latest.insert(stream, latest) {
-            // the pair after this stream's previous request counts if both of its requests
-            // share this instant
-            if let (Some(same), true) = (l.followed, l.ts == ts) {
-                let continues = offset == l.end && file == l.file;
-                let class = if continues { SEQUENTIAL } else { OTHER };
-                self.counts.pairs[class] += 1;
-                self.counts.same[class] += same as u64;
-            }
-        }
+        self.set(stream, latest);
         self.previous = Some((stream, ts));
     }
 
