@@ -833,9 +833,14 @@ impl Sampler {
             // per-stream models: a random request in its predecessor's leaf jumps from its end
             // as the original's did (`leaf_jump`)
             let start = recent.last_start().unwrap_or(end);
-            if let Some(off) =
-                jump_from(s, start, end, lo, hi.min(cap), cat.size as u64, reref, rng)
-            {
+            if let Some(off) = jump_from(
+                s,
+                (start, end),
+                (lo, hi.min(cap)),
+                cat.size as u64,
+                reref,
+                rng,
+            ) {
                 return (off, own);
             }
         }
@@ -980,15 +985,13 @@ fn next_fresh(
 const JUMP_TRIES: usize = 4;
 
 /// Where a random request lands by a jump drawn from its stream's in-leaf jumps from `end`,
-/// the previous request's end: aligned, inside [lo, hi) with room for `size`, not sequential,
-/// and on a block no request touched (a random request is a cold one, as in the fit). None
-/// when the stream has no jumps or no draw lands so.
+/// the previous request's end (it spans [start, end)): aligned, inside the leaf's [lo, hi)
+/// with room for `size`, not sequential, and on a block no request touched (a random request
+/// is a cold one, as in the fit). None when the stream has no jumps or no draw lands so.
 fn jump_from(
     s: &StreamModel,
-    start: u64,
-    end: u64,
-    lo: u64,
-    hi: u64,
+    (start, end): (u64, u64),
+    (lo, hi): (u64, u64),
     size: u64,
     history: Option<&History>,
     rng: &mut Pcg64Mcg,
