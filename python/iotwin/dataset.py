@@ -70,7 +70,7 @@ class Dataset:
     partitions: list[Partition]  # by stream, then time
     file_ends: dict[int, int] = field(default_factory=dict)  # file-level traces: file -> end
     clock_ns: int | None = None  # the tick of a coarse trace clock (trace.coarse_clock_ns)
-    ties: dict[str, Any] | None = None  # how streams interleave at one instant (model.tie_counts)
+    ties: dict[str, Any] | None = None  # how streams interleave at one instant (trace.tie_counts)
 
     @property
     def span_ns(self) -> int:
