@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import iotwin
@@ -20,6 +21,7 @@ from iotwin.cli import app
 from iotwin.errors import IotwinError
 from iotwin.formats import ReadOptions
 from iotwin.model import Model, ShortTraceWarning, check_model, fit, transition_counts
+from iotwin.show import render
 from iotwin.trace import write_trace
 from iotwin.validate import validate
 
@@ -136,6 +138,14 @@ def test_streams_at_one_instant_interleave_as_fitted(twins: dict) -> None:
     twin = model.synth(requests=trace.df.height, seed=SEED).df
     assert original == pytest.approx(0.413, abs=0.001)
     assert _same_stream_share(twin) == pytest.approx(original, abs=0.01)
+    console = Console(width=200, record=True)
+    render(model, console)
+    seq, oth = ties["sequential"], ties["other"]
+    assert (
+        f"Streams at one instant ({seq['pairs'] + oth['pairs']:,} pairs stamped alike): the "
+        f"same stream goes on {seq['same'] / seq['pairs']:.0%} of the time before a sequential "
+        f"request, {oth['same'] / oth['pairs']:.0%} before another"
+    ) in console.export_text()
 
 
 def test_same_seed_same_bytes(twins: dict, tmp_path: Path) -> None:

@@ -79,6 +79,8 @@ def render(model: Model, console: Console, top: int = 10) -> None:
     console.print(_levels_table(model))
     console.print(_streams_table(model))
     console.print(_phases(model))
+    if (ties := _ties(model)) is not None:
+        console.print(ties)
     console.print(_transitions_table(model, top))
 
 
@@ -152,6 +154,26 @@ def _phases(model: Model) -> str:
     more = ", ..." if len(counts) > 12 else ""
     window = human_time(model.doc["window_ns"])
     return f"Fluctuation phases ({len(counts)} windows of {window}): {spark}\n  intensity multipliers: {mult}{more}"
+
+
+def _ties(model: Model) -> str | None:
+    """How streams interleave at one instant (None: one stream, or no requests stamped alike
+    with several streams)."""
+    ties = model.doc.get("ties")
+    if ties is None or len(model.streams) < 2:
+        return None
+    pairs = ties["sequential"]["pairs"] + ties["other"]["pairs"]
+    if pairs == 0:
+        return None
+
+    def odds(c: dict[str, int]) -> str:
+        return f"{c['same'] / c['pairs']:.0%}" if c["pairs"] else "-"
+
+    return (
+        f"Streams at one instant ({pairs:,} pairs stamped alike): the same stream goes on "
+        f"{odds(ties['sequential'])} of the time before a sequential request, "
+        f"{odds(ties['other'])} before another"
+    )
 
 
 def _transitions_table(model: Model, top: int) -> Table:
