@@ -822,26 +822,21 @@ impl Sampler {
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
-        let from = recent.last_start().map(|o| self.tree.leaf_of(o));
         if let Some(f) = frontier {
             if let Some(off) = next_fresh(f, target, lo, hi.min(cap), s, cat, reref) {
                 return (off, own);
             }
-        } else if let (true, Some(end)) =
-            (cat.kind == KIND_RANDOM && from == Some(target), prev_end)
+        } else if let (KIND_RANDOM, Some(start), Some(end)) =
+            (cat.kind, recent.last_start(), prev_end)
         {
             // per-stream models: a random request in its predecessor's leaf jumps from its end
             // as the original's did (`leaf_jump`)
-            let start = recent.last_start().unwrap_or(end);
-            if let Some(off) = jump_from(
-                s,
-                (start, end),
-                (lo, hi.min(cap)),
-                cat.size as u64,
-                reref,
-                rng,
-            ) {
-                return (off, own);
+            let extent = (start, end);
+            let leaf = (lo, hi.min(cap));
+            if self.tree.leaf_of(start) == target {
+                if let Some(off) = jump_from(s, extent, leaf, cat.size as u64, reref, rng) {
+                    return (off, own);
+                }
             }
         }
         let mut off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);

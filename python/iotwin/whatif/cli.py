@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -68,19 +69,27 @@ def emit(result: dict[str, Any], json_out: bool, out: Path | None, render) -> No
         render(result, console)
 
 
-def parse_intensity(text: str) -> float | None:
-    """A positive number, or None for "auto"."""
+def parse_auto(
+    text: str, option: str, convert: Callable[[str], Any], expected: str, requirement: str
+) -> Any:
+    """None for "auto", else `convert(text)`, which must be positive (`requirement` says so
+    in the error); bad values name the option."""
     from ..errors import IotwinError
 
     if text == "auto":
         return None
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        raise IotwinError(f"--intensity '{text}': expected a number or 'auto'") from None
+        raise IotwinError(f"{option} '{text}': expected {expected} or 'auto'") from None
     if not value > 0:
-        raise IotwinError(f"--intensity '{text}': must be positive")
+        raise IotwinError(f"{option} '{text}': {requirement}")
     return value
+
+
+def parse_intensity(text: str) -> float | None:
+    """A positive number, or None for "auto"."""
+    return parse_auto(text, "--intensity", float, "a number", "must be positive")
 
 
 def sim(
@@ -169,17 +178,7 @@ def _progress():
 
 def parse_twins(text: str) -> int | None:
     """A count of twins of at least 1, or None for "auto"."""
-    from ..errors import IotwinError
-
-    if text == "auto":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise IotwinError(f"--twins '{text}': expected a whole number or 'auto'") from None
-    if value < 1:
-        raise IotwinError(f"--twins '{text}': expected 1 or more")
-    return value
+    return parse_auto(text, "--twins", int, "a whole number", "expected 1 or more")
 
 
 def _scale(text: str) -> float:
