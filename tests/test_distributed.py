@@ -225,6 +225,11 @@ def test_broken_manifest_is_named(datasets: dict[str, Path], tmp_path: Path) -> 
     (ds / MANIFEST).write_text(json.dumps(doc))
     with pytest.raises(IotwinError, match=r"_iotwin.json: field 'requests' is missing"):
         open_dataset(ds)
+    doc = json.loads((datasets["tpcc_small.disksim"] / MANIFEST).read_text())
+    doc["ties"]["other"]["same"] = doc["ties"]["other"]["pairs"] + 1
+    (ds / MANIFEST).write_text(json.dumps(doc))
+    with pytest.raises(IotwinError, match=r"_iotwin.json: malformed field: ties: expected"):
+        open_dataset(ds)
     (ds / MANIFEST).write_text("{")
     with pytest.raises(IotwinError, match=r"_iotwin.json: line 1: not valid JSON"):
         open_dataset(ds)

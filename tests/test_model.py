@@ -341,6 +341,12 @@ def test_bad_models_get_clear_errors(twins: dict, tmp_path: Path) -> None:
     doc["streams"][0]["transitions"][0]["categories"][0]["iat"] = {"dist": "gamma", "shape": 1}
     with pytest.raises(iotwin.IotwinError, match="categories/0/iat: must contain"):
         Model.from_doc(doc, "m.json")
+    doc = json.loads(json.dumps(model.doc))
+    doc["ties"]["other"]["same"] = doc["ties"]["other"]["pairs"] + 1
+    with pytest.raises(
+        iotwin.IotwinError, match=r"m\.json: at ties/other: same \(\d+\) exceeds pairs"
+    ):
+        Model.from_doc(doc, "m.json")
     doc["version"] = 99
     with pytest.raises(iotwin.IotwinError, match="model version 99 is not supported"):
         Model.from_doc(doc, "m.json")

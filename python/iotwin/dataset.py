@@ -162,12 +162,28 @@ def open_dataset(path: str | Path) -> Dataset:
             partitions=parts,
             file_ends={int(k): int(v) for k, v in doc.get("file_ends", {}).items()},
             clock_ns=None if doc.get("clock_ns") is None else int(doc["clock_ns"]),
-            ties=doc.get("ties"),
+            ties=_ties(doc.get("ties")),
         )
     except KeyError as exc:
         raise IotwinError(f"{where}: field {exc.args[0]!r} is missing") from None
     except (TypeError, ValueError) as exc:
         raise IotwinError(f"{where}: malformed field: {exc}") from None
+
+
+def _ties(value: Any) -> dict[str, Any] | None:
+    """The manifest's `ties` (None in datasets split before they were counted)."""
+    if value is None:
+        return None
+    classes = ("sequential", "other")
+    ok = isinstance(value, dict) and set(value) == set(classes)
+    for name in classes if ok else ():
+        c = value[name]
+        ok = ok and isinstance(c, dict) and set(c) == {"pairs", "same"}
+        ok = ok and all(isinstance(c[k], int) and c[k] >= 0 for k in ("pairs", "same"))
+        ok = ok and c["same"] <= c["pairs"]
+    if not ok:
+        raise ValueError("ties: expected counts {pairs, same} of sequential and other")
+    return value
 
 
 def read_partition(

@@ -448,6 +448,7 @@ def check_model(doc: Any, where: str) -> None:
         at = "/".join(str(p) for p in exc.path[1:]) or "(top level)"
         raise IotwinError(f"{where}: at {at}: {exc.message.removeprefix(exc.name + ' ')}") from None
     _check_probabilities(doc, where)
+    _check_ties(doc, where)
 
 
 def _check_probabilities(doc: dict[str, Any], where: str) -> None:
@@ -462,6 +463,15 @@ def _check_probabilities(doc: dict[str, Any], where: str) -> None:
                     f"{where}: at streams/{si}/transitions/{ti}: category probabilities "
                     f"sum to {total:.6f}, not 1"
                 )
+
+
+def _check_ties(doc: dict[str, Any], where: str) -> None:
+    """Odds from counts: a class cannot go on with the same stream more often than it ties."""
+    for name, c in doc.get("ties", {}).items():
+        if c["same"] > c["pairs"]:
+            raise IotwinError(
+                f"{where}: at ties/{name}: same ({c['same']}) exceeds pairs ({c['pairs']})"
+            )
 
 
 def transition_counts(levels: int, fanout: int) -> tuple[int, int]:
