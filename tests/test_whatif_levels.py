@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from iotwin.cli import app
 from iotwin.errors import IotwinError
+from iotwin.formats import ReadOptions
 from iotwin.ingest import load_trace
 from iotwin.levels import sweep
 from iotwin.model import fit
@@ -80,21 +81,21 @@ def test_sweep_reports_each_level_as_it_is_scored(tpcc) -> None:
 
 
 def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
-    """Measured on TPC-C at 0.0016x, means of 5 twins: mean +4.8%, p95 +6.0% at the chosen 2
-    levels (single twins +1.9% to +6.7%); level 1 misses the mean bar just (+5.3%) with a far
-    lower fidelity score (0.62 against 0.97), level 3 is +4.9%."""
+    """Measured on TPC-C at 0.0016x, means of 5 twins: mean +3.7%, p95 +4.9% at the chosen 2
+    levels (single twins -0.4% to +5.3%); level 1 is within the mean bar too (+3.8%) with a
+    far lower fidelity score (0.68 against 0.97), level 3 is +4.5%."""
     r = tpcc_study
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
     assert abs(chosen["mean_error"]) <= 0.05 and abs(chosen["p95_error"]) <= 0.10
     within = [p["levels"] for p in r["points"] if abs(p["mean_error"]) <= 0.05]
-    assert r["within_5pct"] == within[0] == 2
+    assert r["within_5pct"] == within[0] == 1
     scores = [p["score"] for p in r["points"]]
     assert scores[0] < 0.7 < scores[1]
 
 
 def test_cloudphysics_twin_mean_within_5pct(traces: Path) -> None:
-    """Measured at the auto intensity 0.00797x, means of 5 twins: mean -0.4% at the chosen 2
-    levels (single twins -0.7% to -0.2%); p95 +10.05% (+9.7% to +10.3%), just outside the
+    """Measured at the auto intensity 0.00797x, means of 5 twins: mean -0.2% at the chosen 2
+    levels (single twins -0.5% to -0.0%); p95 +10.1% (+9.8% to +10.5%), just outside the
     issue's 10%: reported, not asserted."""
     r = study(load_trace(traces / "cloudPhysicsIO.vscsi"), "hdd-7200", max_levels=2)
     assert r["chosen"] == 2 and r["twins"] == 5
@@ -102,6 +103,18 @@ def test_cloudphysics_twin_mean_within_5pct(traces: Path) -> None:
     assert abs(chosen["mean_error"]) <= 0.05
     assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
     assert abs(chosen["p95_error"]) <= 0.15
+
+
+def test_tencent_twin_within_the_bar(traces: Path) -> None:
+    """Volumes as streams, at the auto intensity 0.00207x, means of 5 twins: mean +3.4%, p95
+    -0.4% at the chosen 3 levels (+3.5% / -0.4% at 2). Before stream extents the twins' seeks
+    between volumes were 2.5x too long (a volume's random requests spread over the whole
+    104 GB leaf): +6.1% / +0.8% at 2 levels."""
+    trace = load_trace(traces / "tencent_cbs_excerpt.csv.bz2", opts=ReadOptions(stream_by="volume"))
+    r = study(trace, "hdd-7200", max_levels=3)
+    chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
+    assert abs(chosen["mean_error"]) <= 0.05 and abs(chosen["p95_error"]) <= 0.10
+    assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
 
 
 @pytest.mark.xfail(

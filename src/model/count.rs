@@ -171,6 +171,9 @@ struct KeyCounts {
     resume: Hist,
     jumps_ahead: Hist,
     jumps_behind: Hist,
+    /// smallest offset and largest end so far (lo > hi before the first request)
+    lo: u64,
+    hi: u64,
 }
 
 /// Inter-arrival times held back before they are added by category (few in tests, so they
@@ -207,6 +210,8 @@ impl KeyCounts {
             resume: Hist::default(),
             jumps_ahead: Hist::default(),
             jumps_behind: Hist::default(),
+            lo: u64::MAX,
+            hi: 0,
         }
     }
 
@@ -319,6 +324,9 @@ impl KeyCounts {
         s.reuse.merge(&self.reuse);
         s.resume.merge(&self.resume);
         s.jumps_ahead.merge(&self.jumps_ahead);
+        if self.lo <= self.hi {
+            s.extent = super::stats::union_extent(s.extent, Some((self.lo, self.hi)));
+        }
         s.jumps_behind.merge(&self.jumps_behind);
     }
 }
@@ -379,6 +387,8 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
         let leaf = cfg.tree.leaf_of(r.offset);
         c.requests += 1;
         c.bytes += r.size as u64;
+        c.lo = c.lo.min(r.offset);
+        c.hi = c.hi.max(r.offset + r.size as u64);
         c.visits.add(leaf);
         c.count_window(r.ts / window_ns);
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());

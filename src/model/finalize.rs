@@ -188,6 +188,9 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
         "reuse": buckets(&s.reuse),
         "transitions": transitions,
     });
+    if let Some((lo, hi)) = s.extent {
+        doc["extent"] = json!([lo, hi]); // absent before stream extents
+    }
     if !s.resume.counts.is_empty() {
         doc["resume"] = Value::Array(buckets(&s.resume)); // absent before resumed runs
     }

@@ -15,8 +15,9 @@ use crate::codec::{put_i64, put_u128, put_u32, put_u64, Reader};
 use rustc_hash::FxHashMap;
 
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
-/// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`).
-const MAGIC: &[u8; 8] = b"IOTWFIT3";
+/// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
+/// `extent`.
+const MAGIC: &[u8; 8] = b"IOTWFIT4";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -265,6 +266,9 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     put_hist(w, &s.jumps_ahead);
     put_hist(w, &s.jumps_behind);
     put_u64(w, s.bytes);
+    let (lo, hi) = s.extent.unwrap_or((u64::MAX, 0)); // lo > hi: none
+    put_u64(w, lo);
+    put_u64(w, hi);
 }
 
 /// The fit statistics' own items, read with the shared reader.
@@ -346,6 +350,8 @@ impl FitReader for Reader<'_> {
         s.jumps_ahead = self.hist()?;
         s.jumps_behind = self.hist()?;
         s.bytes = self.u64()?;
+        let (lo, hi) = (self.u64()?, self.u64()?);
+        s.extent = (lo <= hi).then_some((lo, hi));
         Ok(s)
     }
 }

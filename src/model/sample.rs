@@ -283,6 +283,9 @@ struct StreamModel {
     jumps_ahead_total: u64,
     jumps_behind: Buckets,
     jumps_behind_total: u64,
+    /// Where the stream's requests lay, [lo, hi): its random requests stay inside (the whole
+    /// space for models from before `extent`).
+    extent: (u64, u64),
 }
 
 /// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
@@ -831,15 +834,16 @@ impl Sampler {
         {
             // per-stream models: a random request in its predecessor's leaf jumps from its end
             // as the original's did (`leaf_jump`)
-            let extent = (start, end);
-            let leaf = (lo, hi.min(cap));
+            let prev = (start, end);
+            let room = within(s.extent, (lo, hi.min(cap)));
             if self.tree.leaf_of(start) == target {
-                if let Some(off) = jump_from(s, extent, leaf, cat.size as u64, reref, rng) {
+                if let Some(off) = jump_from(s, prev, room, cat.size as u64, reref, rng) {
                     return (off, own);
                 }
             }
         }
-        let mut off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
+        let (lo, hi) = within(s.extent, (lo, hi.min(cap)));
+        let mut off = random_in(lo, hi, cat.size as u64, s.alignment, rng);
         // a cold request touches a block no one has touched (in the history's scope): re-draw
         // a few times where the leaf is small enough for a random offset to land on old data
         if let Some(r) = reref {
@@ -847,7 +851,7 @@ impl Sampler {
                 if !r.seen(off) {
                     break;
                 }
-                off = random_in(lo, hi.min(cap), cat.size as u64, s.alignment, rng);
+                off = random_in(lo, hi, cat.size as u64, s.alignment, rng);
             }
         }
         (off, own)
@@ -980,7 +984,8 @@ fn next_fresh(
 const JUMP_TRIES: usize = 4;
 
 /// Where a random request lands by a jump drawn from its stream's in-leaf jumps from `end`,
-/// the previous request's end (it spans [start, end)): aligned, inside the leaf's [lo, hi)
+/// the previous request's end (it spans [start, end)): aligned, inside [lo, hi) (its leaf
+/// within the stream's extent)
 /// with room for `size`, not sequential, and on a block no request touched (a random request
 /// is a cold one, as in the fit). None when the stream has no jumps or no draw lands so.
 fn jump_from(
@@ -1013,6 +1018,20 @@ fn jump_from(
         }
     }
     None
+}
+
+/// The part of a leaf inside the stream's extent: a volume's twin stays on the volume's range
+/// (Tencent's volumes end below 11 GB at the median, in 104 GB leaves at level 2; placed over
+/// the whole leaf, the twin's seeks between volumes were 2.5x the original's). The whole leaf where they do not meet
+/// (a stream type's walk may reach a leaf only another member visited; a stream of empty
+/// requests, such as flushes, has an empty extent).
+fn within(extent: (u64, u64), leaf: (u64, u64)) -> (u64, u64) {
+    let (lo, hi) = (leaf.0.max(extent.0), leaf.1.min(extent.1));
+    if lo < hi {
+        (lo, hi)
+    } else {
+        leaf
+    }
 }
 
 /// A uniformly random aligned offset in [lo, hi) leaving room for `size` where possible.
@@ -1407,7 +1426,22 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         jumps_ahead_total,
         jumps_behind,
         jumps_behind_total,
+        extent: extent(v)?,
     })
+}
+
+/// A stream's `extent` [lo, hi] (the whole space when absent).
+fn extent(v: &Value) -> Result<(u64, u64), Err> {
+    let Some(e) = v.get("extent") else {
+        return Ok((0, u64::MAX));
+    };
+    match e.as_array().map(Vec::as_slice) {
+        Some([lo, hi]) => match (lo.as_u64(), hi.as_u64()) {
+            (Some(lo), Some(hi)) if lo <= hi => Ok((lo, hi)),
+            _ => Err("expected extent [lo, hi] with lo <= hi".into()),
+        },
+        _ => Err("expected extent [lo, hi]".into()),
+    }
 }
 
 /// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
@@ -1766,6 +1800,42 @@ mod tests {
         let plain = Sampler::from_json(&interleaved_runs(false)).unwrap();
         let c = plain.generate(&params(4000));
         assert!(resumed_share(&c) < 0.1, "{}", resumed_share(&c));
+    }
+
+    /// One stream of 8-byte requests at random in [3000, 3400), in leaf 0 = [0, 4000) of a
+    /// 16,000-byte space (levels 1).
+    fn narrow_stream() -> Value {
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        let n = 1000;
+        let ts: Vec<i64> = (0..n as i64).map(|i| i * 1000).collect();
+        let off: Vec<u64> = (0..n)
+            .map(|_| 3000 + rng.random_range(0..50u64) * 8)
+            .collect();
+        let cfg = FitConfig {
+            tree: Tree::new(1, 4, 16_000),
+            flat: false,
+            window_ns: 100_000,
+            reref: false,
+        };
+        let mut f = Fitter::new(cfg);
+        f.update(Batch::new(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n]));
+        finalize(&f, "auto", *ts.last().unwrap())
+    }
+
+    #[test]
+    fn random_requests_stay_in_their_streams_extent() {
+        let mut doc = narrow_stream();
+        assert_eq!(doc["streams"][0]["extent"], serde_json::json!([3000, 3400]));
+        let twin = Sampler::from_json(&doc).unwrap().generate(&params(1000));
+        assert!(twin.offset.iter().all(|&o| (3000..=3392).contains(&o)));
+        // a model from before extents places them over the whole leaf
+        doc["streams"][0].as_object_mut().unwrap().remove("extent");
+        let before = Sampler::from_json(&doc).unwrap().generate(&params(1000));
+        let outside = before.offset.iter().filter(|&&o| o < 3000).count();
+        assert!(outside > 500, "{outside}");
+        doc["streams"][0]["extent"] = serde_json::json!([3400, 3000]);
+        let err = Sampler::from_json(&doc).unwrap_err();
+        assert!(err.contains("extent"), "{err}");
     }
 
     #[test]

@@ -123,6 +123,16 @@ pub struct StreamStats {
     pub jumps_ahead: Hist,
     pub jumps_behind: Hist,
     pub bytes: u64,
+    /// The stream's smallest offset and largest end (`extent`).
+    pub extent: Option<(u64, u64)>,
+}
+
+/// The smallest range holding both (None: no request yet).
+pub fn union_extent(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    match (a, b) {
+        (Some((lo1, hi1)), Some((lo2, hi2))) => Some((lo1.min(lo2), hi1.max(hi2))),
+        (x, None) | (None, x) => x,
+    }
 }
 
 /// Fitting settings.
@@ -383,6 +393,7 @@ impl Fitter {
         let leaf = cfg.tree.leaf_of(r.offset);
         s.requests += 1;
         s.bytes += r.size as u64;
+        s.extent = union_extent(s.extent, Some((r.offset, r.offset + r.size as u64)));
         *s.leaf_visits.entry(leaf).or_insert(0) += 1;
         *s.windows.entry(r.ts / cfg.window_ns.max(1)).or_insert(0) += 1;
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
@@ -490,6 +501,7 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
     s.resume.merge(&o.resume);
     s.jumps_ahead.merge(&o.jumps_ahead);
     s.jumps_behind.merge(&o.jumps_behind);
+    s.extent = union_extent(s.extent, o.extent);
 }
 
 fn add_counts<K: std::hash::Hash + Eq + Copy>(
