@@ -354,6 +354,16 @@ def test_bad_models_get_clear_errors(twins: dict, tmp_path: Path) -> None:
         iotwin.IotwinError, match=r"m\.json: at ties/other: same \(\d+\) exceeds pairs"
     ):
         Model.from_doc(doc, "m.json")
+    doc = json.loads(json.dumps(model.doc))
+    lo, hi = doc["streams"][0]["extent"]
+    doc["streams"][0]["extent"] = [hi, lo]
+    with pytest.raises(
+        iotwin.IotwinError, match=rf"m\.json: at streams/0/extent: starts at {hi}, after its end"
+    ):
+        Model.from_doc(doc, "m.json")
+    doc["streams"][0]["extent"] = [lo]
+    with pytest.raises(iotwin.IotwinError, match="at streams/0/extent: must contain"):
+        Model.from_doc(doc, "m.json")
     doc["version"] = 99
     with pytest.raises(iotwin.IotwinError, match="model version 99 is not supported"):
         Model.from_doc(doc, "m.json")

@@ -449,6 +449,7 @@ def check_model(doc: Any, where: str) -> None:
         raise IotwinError(f"{where}: at {at}: {exc.message.removeprefix(exc.name + ' ')}") from None
     _check_probabilities(doc, where)
     _check_ties(doc, where)
+    _check_extents(doc, where)
 
 
 def _check_probabilities(doc: dict[str, Any], where: str) -> None:
@@ -471,6 +472,16 @@ def _check_ties(doc: dict[str, Any], where: str) -> None:
         if c["same"] > c["pairs"]:
             raise IotwinError(
                 f"{where}: at ties/{name}: same ({c['same']}) exceeds pairs ({c['pairs']})"
+            )
+
+
+def _check_extents(doc: dict[str, Any], where: str) -> None:
+    """A stream's extent is [smallest offset, largest end]: it cannot end before it starts."""
+    for si, s in enumerate(doc["streams"]):
+        if "extent" in s and s["extent"][0] > s["extent"][1]:
+            lo, hi = s["extent"]
+            raise IotwinError(
+                f"{where}: at streams/{si}/extent: starts at {lo}, after its end {hi}"
             )
 
 
