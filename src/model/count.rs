@@ -324,10 +324,10 @@ impl KeyCounts {
         s.reuse.merge(&self.reuse);
         s.resume.merge(&self.resume);
         s.jumps_ahead.merge(&self.jumps_ahead);
+        s.jumps_behind.merge(&self.jumps_behind);
         if self.lo <= self.hi {
             s.extent = super::stats::union_extent(s.extent, Some((self.lo, self.hi)));
         }
-        s.jumps_behind.merge(&self.jumps_behind);
     }
 }
 

@@ -825,6 +825,7 @@ impl Sampler {
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
+        let room = within(s.extent, (lo, hi.min(cap)));
         if let Some(f) = frontier {
             if let Some(off) = next_fresh(f, target, lo, hi.min(cap), s, cat, reref) {
                 return (off, own);
@@ -835,14 +836,13 @@ impl Sampler {
             // per-stream models: a random request in its predecessor's leaf jumps from its end
             // as the original's did (`leaf_jump`)
             let prev = (start, end);
-            let room = within(s.extent, (lo, hi.min(cap)));
             if self.tree.leaf_of(start) == target {
                 if let Some(off) = jump_from(s, prev, room, cat.size as u64, reref, rng) {
                     return (off, own);
                 }
             }
         }
-        let (lo, hi) = within(s.extent, (lo, hi.min(cap)));
+        let (lo, hi) = room;
         let mut off = random_in(lo, hi, cat.size as u64, s.alignment, rng);
         // a cold request touches a block no one has touched (in the history's scope): re-draw
         // a few times where the leaf is small enough for a random offset to land on old data
@@ -985,9 +985,9 @@ const JUMP_TRIES: usize = 4;
 
 /// Where a random request lands by a jump drawn from its stream's in-leaf jumps from `end`,
 /// the previous request's end (it spans [start, end)): aligned, inside [lo, hi) (its leaf
-/// within the stream's extent)
-/// with room for `size`, not sequential, and on a block no request touched (a random request
-/// is a cold one, as in the fit). None when the stream has no jumps or no draw lands so.
+/// within the stream's extent) with room for `size`, not sequential, and on a block no
+/// request touched (a random request is a cold one, as in the fit). None when the stream has
+/// no jumps or no draw lands so.
 fn jump_from(
     s: &StreamModel,
     (start, end): (u64, u64),
@@ -1022,9 +1022,9 @@ fn jump_from(
 
 /// The part of a leaf inside the stream's extent: a volume's twin stays on the volume's range
 /// (Tencent's volumes end below 11 GB at the median, in 104 GB leaves at level 2; placed over
-/// the whole leaf, the twin's seeks between volumes were 2.5x the original's). The whole leaf where they do not meet
-/// (a stream type's walk may reach a leaf only another member visited; a stream of empty
-/// requests, such as flushes, has an empty extent).
+/// the whole leaf, the twin's seeks between volumes were 2.5x the original's). The whole leaf
+/// where they do not meet (a stream type's walk may reach a leaf only another member visited;
+/// a stream of empty requests, such as flushes, has an empty extent).
 fn within(extent: (u64, u64), leaf: (u64, u64)) -> (u64, u64) {
     let (lo, hi) = (leaf.0.max(extent.0), leaf.1.min(extent.1));
     if lo < hi {

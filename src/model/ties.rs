@@ -249,7 +249,8 @@ impl Merger {
     }
 
     /// The stream whose request comes next and its time; `kind(k)` is the kind of stream
-    /// k's next request (asked only of a stream that has one at this instant). The stream leaves until `push` gives its following request.
+    /// k's next request (asked only of a stream that has one at this instant). The stream
+    /// leaves until `push` gives its following request.
     pub fn pop(&mut self, kind: impl Fn(usize) -> u8) -> Option<(i64, usize)> {
         if self.members == 0 {
             let Reverse((t, k)) = self.heap.pop()?;
