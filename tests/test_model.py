@@ -22,7 +22,7 @@ from iotwin.cli import app
 from iotwin.errors import IotwinError
 from iotwin.formats import ReadOptions
 from iotwin.model import Model, ShortTraceWarning, check_model, fit, transition_counts
-from iotwin.show import render
+from iotwin.show import human_size, render
 from iotwin.trace import write_trace
 from iotwin.validate import validate
 
@@ -143,12 +143,18 @@ def test_streams_at_one_instant_interleave_as_fitted(twins: dict) -> None:
     assert _same_stream_share(twin) == pytest.approx(original, abs=0.01)
     console = Console(width=200, record=True)
     render(model, console)
+    shown = console.export_text()
     seq, oth = ties["sequential"], ties["other"]
+    heaviest = max(model.streams, key=lambda s: s["weight"])
+    mine = trace.df.filter(pl.col("stream") == heaviest["id"])
+    lo, hi = mine["offset"].min(), (mine["offset"] + mine["size"]).max()
+    assert heaviest["extent"] == [lo, hi]
+    assert f"{human_size(lo)} - {human_size(hi)}" in shown
     assert (
         f"Streams at one instant ({seq['pairs'] + oth['pairs']:,} pairs stamped alike): the "
         f"same stream goes on {seq['same'] / seq['pairs']:.0%} of the time before a sequential "
         f"request, {oth['same'] / oth['pairs']:.0%} before another"
-    ) in console.export_text()
+    ) in shown
 
 
 def test_same_seed_same_bytes(twins: dict, tmp_path: Path) -> None:

@@ -120,9 +120,17 @@ def _levels_table(model: Model) -> Table:
     return t
 
 
+def extent_of(stream: dict[str, Any]) -> str:
+    """Where the stream's requests lay (its random requests stay there): "lo - hi"."""
+    if "extent" not in stream:
+        return "-"
+    lo, hi = stream["extent"]
+    return f"{human_size(lo)} - {human_size(hi)}" if lo < hi else "none (no data)"
+
+
 def _streams_table(model: Model, limit: int = 15) -> Table:
     t = Table(title="Streams (thread weights and types)")
-    for col in ("stream", "weight", "requests", "type", "transitions"):
+    for col in ("stream", "weight", "requests", "type", "transitions", "extent"):
         t.add_column(col, justify="left" if col in ("stream", "type") else "right")
     ranked = sorted(model.streams, key=lambda s: -s["weight"])
     for s in ranked[:limit]:
@@ -132,6 +140,7 @@ def _streams_table(model: Model, limit: int = 15) -> Table:
             f"{s['requests']:,}",
             s.get("type", "-"),
             f"{len(s['transitions']):,}",
+            extent_of(s),
         )
     if len(ranked) > limit:
         t.caption = f"{len(ranked) - limit} more streams"
