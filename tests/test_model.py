@@ -269,10 +269,9 @@ def _saved(model: Model, path: Path) -> Path:
 
 def test_hierarchical_and_flat_side_by_side(traces: Path) -> None:
     """seed 000 Table I and its claim: the hierarchical model's fidelity is within 5% of the
-    flat model's, with far fewer possible transitions. Scores averaged over 8 twins: single
-    twins differ by 4.3% to 5.7% (measured), nearly all of it level-2 locality shares that the
-    flat model, counting every pair of leaves, reproduces exactly (hierarchical: .002-.005
-    off, a fifth to a quarter of the tolerance, each of 16 shares weighing in the score)."""
+    flat model's, with far fewer possible transitions. Scores averaged over 3 twins; single
+    twins differ by 0.5% to 2.0% (seeds 0-7, measured; 4.3% to 5.7% before the walk's jumps
+    put back sequential draws, docs/model.md)."""
     assert [transition_counts(level, 4) for level in (1, 2, 3, 4)] == [
         (16, 16),
         (76, 256),
@@ -283,7 +282,7 @@ def test_hierarchical_and_flat_side_by_side(traces: Path) -> None:
     scores = {}
     for flat in (False, True):
         model = fit(trace, levels=3, flat=flat)
-        twins = [model.synth(seed=seed) for seed in range(8)]
+        twins = [model.synth(seed=seed) for seed in range(3)]
         scores[flat] = statistics.mean(validate(trace, t, per_stream=False)["score"] for t in twins)
         assert model.transition_count <= transition_counts(3, 4)[1 if flat else 0]
     assert abs(scores[False] - scores[True]) <= 0.05 * scores[True], scores
