@@ -64,6 +64,12 @@ def run_step(code: str, repeat: int = 1, setup: str = "") -> dict:
     return best
 
 
+def paired_ratios(numerators: list[dict], denominators: list[dict], key: str) -> list[float]:
+    """One measure (`key`) of one step over another's, round by round: the two ran back to
+    back, so the host's drift between rounds cancels. Benches report their median."""
+    return [a[key] / b[key] for a, b in zip(numerators, denominators, strict=True)]
+
+
 def write_section(title: str, body: str) -> None:
     """Replaces (or appends) the `## title` section of bench/RESULTS.md."""
     text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import BENCH, write_section
+from common import BENCH, paired_ratios, write_section
 
 from iotwin import engine as eng
 from iotwin.model import Model, fit
@@ -176,12 +176,6 @@ def best(runs: list[dict]) -> dict:
     return max(runs, key=lambda r: r["iops"])
 
 
-def paired_ratios(ours: list[dict], theirs: list[dict]) -> list[float]:
-    """iotwin's IOPS over fio's within each round: the two ran back to back, so the host's
-    drift between rounds cancels (bench/ingest's rule)."""
-    return [a["iops"] / b["iops"] for a, b in zip(ours, theirs, strict=True)]
-
-
 def warm(target: Path) -> None:
     """Reads the file through once so a buffered run finds every page cached."""
     with target.open("rb", buffering=0) as f:
@@ -212,7 +206,7 @@ def capacity(models: dict[str, Path], files: dict[str, Path], work: Path) -> tup
         kilo = lambda runs: ", ".join(f"{r['iops'] / 1e3:,.0f}k" for r in runs)  # noqa: E731
         for name in models:
             it = best(tries[name])
-            paired = paired_ratios(tries[name], tries["fio"])
+            paired = paired_ratios(tries[name], tries["fio"], "iops")
             med = statistics.median(paired)
             if name == GOAL_MODEL:
                 ok &= med >= 1.0

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import BENCH, run_step, write_section
+from common import BENCH, paired_ratios, run_step, write_section
 
 DATA = BENCH / "data"
 
@@ -98,9 +98,7 @@ def alternated(named: dict[str, str], rounds: int) -> dict[str, list[dict]]:
 
 def median_ratio(numerators: list[dict], denominators: list[dict]) -> float:
     """The median over rounds of one step's time over another's in the same round."""
-    return statistics.median(
-        a["seconds"] / b["seconds"] for a, b in zip(numerators, denominators, strict=True)
-    )
+    return statistics.median(paired_ratios(numerators, denominators, "seconds"))
 
 
 def main() -> None:

@@ -697,8 +697,7 @@ impl Sampler {
         q: u64,
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
-        let left = &mut b.categories[t][c];
-        *left = left.saturating_sub(1);
+        b.categories[t][c] -= 1;
         b.remaining[t] -= 1;
         b.left -= 1;
         b.all.add(t, -1);
