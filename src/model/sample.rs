@@ -1625,6 +1625,24 @@ mod tests {
     }
 
     #[test]
+    fn jumps_put_continuations_back() {
+        // leaf 0's scan makes 6 of every 10 transitions sequential (0 -> 0); a jump that took
+        // them as drawn would be sequential 60% of the time, off its count's leaf; put back up
+        // to TELEPORT_TRIES times, 0.6^8 = 1.7%
+        let s = Sampler::from_json(&fitted(2, false)).unwrap();
+        let m = &s.streams[0];
+        let (mut rng, mut continuations) = (Pcg64Mcg::seed_from_u64(1), 0);
+        let full = m.initial.left;
+        for _ in 0..1000 {
+            let mut b = m.initial.clone();
+            let (cat, _, _) = s.teleport(m, &mut b, &mut rng);
+            continuations += is_continuation(cat.kind) as u32;
+            assert_eq!(b.left, full - 1); // a jump still uses exactly one count
+        }
+        assert!(continuations <= 40, "{continuations} of 1000");
+    }
+
+    #[test]
     fn gaps_draw_as_the_distributions_they_prepare() {
         let mut shape = Pcg64Mcg::seed_from_u64(3);
         for n in [0usize, 1, 15, 16, 17, 145, 300] {
