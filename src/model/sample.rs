@@ -12,7 +12,8 @@ use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::History;
 use super::stats::{
-    Category, RecentEnds, KIND_RANDOM, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL, KIND_SEQ_REREF,
+    is_continuation, Category, RecentEnds, KIND_RANDOM, KIND_REREF, KIND_RESUME, KIND_SEQUENTIAL,
+    KIND_SEQ_REREF,
 };
 use super::ties::{Merger, TieCounts};
 use super::tree::{TransKey, Tree};
@@ -1488,11 +1489,6 @@ fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
 
 /// Teleports drawing a continuation before they take it anyway (`Sampler::teleport`).
 const TELEPORT_TRIES: usize = 8;
-
-/// Whether a request of this kind starts where the previous one ended.
-fn is_continuation(kind: u8) -> bool {
-    kind == KIND_SEQUENTIAL || kind == KIND_SEQ_REREF
-}
 
 /// Draws an index by count (`total` is the counts' sum) without using it.
 fn peek(counts: &[u64], total: u64, rng: &mut Pcg64Mcg) -> Option<usize> {

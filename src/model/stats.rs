@@ -23,6 +23,11 @@ pub const KIND_SEQ_REREF: u8 = 3;
 /// back). Part of the re-reference extension: such requests continue old runs, so new data
 /// lands next to data touched before instead of on fresh blocks.
 pub const KIND_RESUME: u8 = 4;
+
+/// Whether a request of this kind starts where the stream's previous one ended.
+pub fn is_continuation(kind: u8) -> bool {
+    kind == KIND_SEQUENTIAL || kind == KIND_SEQ_REREF
+}
 /// How many of a stream's latest request ends a resumed run may start at. Measured (sum of
 /// the MRC deviations over the shared traces, docs/model.md): 8, 12, 16, 24, 32, 64 gave
 /// .68, .63, .66, .71, .69, .72; wider windows resume more runs on cloudPhysics, whose twin

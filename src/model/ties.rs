@@ -7,7 +7,7 @@
 //! requests next to one of their own stream (the original: 41%) and made its in-stream
 //! locality the disk's.
 
-use super::stats::{KIND_SEQUENTIAL, KIND_SEQ_REREF};
+use super::stats::is_continuation;
 use crate::fenwick::Fenwick;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -271,10 +271,10 @@ impl Merger {
         }
         // (the previous stream, if it has a request at this instant, and whether that one
         // is sequential)
-        let previous = self.previous.filter(|&p| self.member[p]).map(|p| {
-            let k = kind(p);
-            (p, k == KIND_SEQUENTIAL || k == KIND_SEQ_REREF)
-        });
+        let previous = self
+            .previous
+            .filter(|&p| self.member[p])
+            .map(|p| (p, is_continuation(kind(p))));
         let k = self.interleave.pick(previous);
         self.member[k] = false;
         self.members -= 1;
