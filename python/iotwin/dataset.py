@@ -172,16 +172,9 @@ def open_dataset(path: str | Path) -> Dataset:
 
 def _ties(value: Any) -> dict[str, Any] | None:
     """The manifest's `ties` (None in datasets split before they were counted)."""
-    if value is None:
-        return None
-    classes = ("sequential", "other")
-    ok = isinstance(value, dict) and set(value) == set(classes)
-    for name in classes if ok else ():
-        c = value[name]
-        ok = ok and isinstance(c, dict) and set(c) == {"pairs", "same"}
-        ok = ok and all(isinstance(c[k], int) and c[k] >= 0 for k in ("pairs", "same"))
-        ok = ok and c["same"] <= c["pairs"]
-    if not ok:
+    from .model import valid_ties
+
+    if value is not None and not valid_ties(value):
         raise ValueError("ties: expected counts {pairs, same} of sequential and other")
     return value
 

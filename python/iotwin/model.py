@@ -475,6 +475,24 @@ def _check_ties(doc: dict[str, Any], where: str) -> None:
             )
 
 
+def valid_ties(ties: Any) -> bool:
+    """Whether `ties` (a dataset manifest's) are a model's: the schema's form, and no class
+    going on with the same stream more often than it ties."""
+    import fastjsonschema
+
+    global _TIES_VALIDATOR
+    if _TIES_VALIDATOR is None:
+        _TIES_VALIDATOR = fastjsonschema.compile(schema()["properties"]["ties"])
+    try:
+        _TIES_VALIDATOR(ties)
+    except fastjsonschema.JsonSchemaValueException:
+        return False
+    return all(c["same"] <= c["pairs"] for c in ties.values())
+
+
+_TIES_VALIDATOR: Any = None
+
+
 def _check_extents(doc: dict[str, Any], where: str) -> None:
     """A stream's extent is [smallest offset, largest end]: it cannot end before it starts."""
     for si, s in enumerate(doc["streams"]):
