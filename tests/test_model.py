@@ -42,9 +42,12 @@ SHARED = {
 # the original's distances) took MSR's deviations from .022 to .039 at most, Tencent's from
 # .023 to .007. Stream extents (random requests stay inside the range their stream used) moved
 # cloudPhysics' largest small-cache deviation from .030 to .032, TPC-C's from .009 to .011,
-# Tencent's from .007 to .013.
+# Tencent's from .007 to .013. Resumed re-scans apart from resumed runs of new data (each
+# resumes a run of its own data, and a re-scan with none open re-reads old data at its
+# distance) moved cloudPhysics from .031-.034 / .276 at 50% to .032-.039 / .229, MSR's largest
+# from .025 to .026 (its sum from .099 to .092).
 MISS_RATIO_BOUND = {
-    "cloudPhysicsIO.vscsi": [0.035, 0.035, 0.035, 0.035, 0.035, 0.29],
+    "cloudPhysicsIO.vscsi": [0.045, 0.045, 0.045, 0.045, 0.045, 0.25],
     "msr_hm0_excerpt.csv": [0.045] * 6,
     "tencent_cbs_excerpt.csv.bz2": [0.05] * 6,
     "tpcc_small.disksim": [0.015] * 6,
@@ -446,18 +449,29 @@ def _resumed_lags(t: iotwin.Trace, window: int = 12) -> list[int]:
     return out
 
 
-@pytest.mark.parametrize(
-    "name", ["cloudPhysicsIO.vscsi", "msr_hm0_excerpt.csv", "tencent_cbs_excerpt.csv.bz2"]
-)
+# The share of the original's resumed requests the twin resumes at least (measured .293, .759,
+# .936). A resumed re-scan takes only a run of old data, a resumed run of new data only one of
+# new data; cloudPhysics' twin had resumed .55 of them while they took any run, but its
+# re-scans then went on over fresh blocks (docs/model.md).
+RESUMED_SHARE = {
+    "cloudPhysicsIO.vscsi": 0.25,
+    "msr_hm0_excerpt.csv": 0.65,
+    "tencent_cbs_excerpt.csv.bz2": 0.9,
+}
+
+
+@pytest.mark.parametrize("name", list(RESUMED_SHARE))
 def test_resumed_runs_are_counted_and_regenerated(twins: dict, name: str) -> None:
     """A stream picking up one of its recent runs where it ended (interleaved sequential runs)
-    is the re-reference extension's `resume` category, with its lags; the twin resumes runs
-    too (cloudPhysics: 29% of the original's requests, 16% of the twin's, whose resumes find
-    no open run in their target leaf half the time)."""
+    is the re-reference extension's `resume` category (`resume-reref` over old data), with its
+    lags; the twin resumes runs too (cloudPhysics: 29% of the original's requests, 8% of the
+    twin's, whose re-scans find no run of old data open in their target leaf most of the time
+    and re-read old data at their distance instead)."""
     trace, model, _, _ = twins[name]
     lags = [k for k in _resumed_lags(trace) if k]
     kinds = [c for s in model.streams for t in s["transitions"] for c in t["categories"]]
-    assert sum(c["count"] for c in kinds if c["kind"] == "resume") == len(lags) > 0
+    resumes = ("resume", "resume-reref")
+    assert sum(c["count"] for c in kinds if c["kind"] in resumes) == len(lags) > 0
     fitted: Counter[int] = Counter()
     for s in model.streams:
         for lo, hi, count in s.get("resume", []):
@@ -468,6 +482,6 @@ def test_resumed_runs_are_counted_and_regenerated(twins: dict, name: str) -> Non
     resumed = sum(1 for k in _resumed_lags(twin) if k)
     # (a random request's jump may land on an open run's end: Tencent's twin 3,855 against
     # 3,849)
-    assert 0.5 * len(lags) <= resumed <= 1.02 * len(lags)
+    assert RESUMED_SHARE[name] * len(lags) <= resumed <= 1.02 * len(lags)
     plain = fit(trace, levels=2, reref=False)
     assert all("resume" not in s for s in plain.streams)

@@ -93,16 +93,16 @@ def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
     assert scores[0] < 0.7 < scores[1]
 
 
-def test_cloudphysics_twin_mean_within_5pct(traces: Path) -> None:
+def test_cloudphysics_twin_within_the_bar(traces: Path) -> None:
     """Measured at the auto intensity 0.00797x, means of 5 twins: mean -0.3% at the chosen 2
-    levels (single twins -0.6% to +0.2%); p95 +10.3% (+9.8% to +11.0%), just outside the
-    issue's 10%: reported, not asserted."""
+    levels (single twins -0.7% to -0.1%); p95 +9.9%, just inside the issue's 10% (it was
+    +10.3% before resumed re-scans were told from resumed runs of new data: docs/model.md)."""
     r = study(load_trace(traces / "cloudPhysicsIO.vscsi"), "hdd-7200", max_levels=2)
     assert r["chosen"] == 2 and r["twins"] == 5
     chosen = r["points"][1]
     assert abs(chosen["mean_error"]) <= 0.05
     assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
-    assert abs(chosen["p95_error"]) <= 0.15
+    assert abs(chosen["p95_error"]) <= 0.10
 
 
 def test_tencent_twin_within_the_bar(traces: Path) -> None:
@@ -120,8 +120,8 @@ def test_tencent_twin_within_the_bar(traces: Path) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="measured at the auto intensity 0.41x: the msr_hm0 twins at the chosen 2 levels are "
-    "-14.1% on the mean and -7.2% on p95 (means of 5 twins; single twins -30% to +21% and "
-    "-31% to +54%: 1,000 requests; levels 1 and 3: -14.9%, -7.4%)",
+    "-6.8% on the mean and -2.5% on p95 (means of 5 twins; single twins -18% to +8%: 1,000 "
+    "requests; levels 1 and 3: -8.7%, +14.5%)",
 )
 def test_msr_twin_mean_within_5pct(traces: Path) -> None:
     r = study(load_trace(traces / "msr_hm0_excerpt.csv"), "hdd-7200", max_levels=3)

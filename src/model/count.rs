@@ -7,8 +7,8 @@
 
 use super::hist::Hist;
 use super::stats::{
-    add_jump, category_of, leaf_jump, Batch, Category, FitConfig, Fitter, IatStats, Last,
-    StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS, REUSE_UNSAMPLED,
+    add_distances, add_jump, category_of, leaf_jump, Batch, Category, FitConfig, Fitter, IatStats,
+    Last, StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS,
 };
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
@@ -169,6 +169,7 @@ struct KeyCounts {
     pending: Vec<(u32, u64)>,
     reuse: Hist,
     resume: Hist,
+    resume_reuse: Hist,
     jumps_ahead: Hist,
     jumps_behind: Hist,
     /// smallest offset and largest end so far (lo > hi before the first request)
@@ -208,6 +209,7 @@ impl KeyCounts {
             pending: Vec::new(),
             reuse: Hist::default(),
             resume: Hist::default(),
+            resume_reuse: Hist::default(),
             jumps_ahead: Hist::default(),
             jumps_behind: Hist::default(),
             lo: u64::MAX,
@@ -323,6 +325,7 @@ impl KeyCounts {
         }
         s.reuse.merge(&self.reuse);
         s.resume.merge(&self.resume);
+        s.resume_reuse.merge(&self.resume_reuse);
         s.jumps_ahead.merge(&self.jumps_ahead);
         s.jumps_behind.merge(&self.jumps_behind);
         if self.lo <= self.hi {
@@ -392,12 +395,7 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
         c.visits.add(leaf);
         c.count_window(r.ts / window_ns);
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
-        // a resumed run's distance is not a re-reference's: the sampler places it by its lag
-        if cfg.reref && r.resume > 0 {
-            c.resume.add(r.resume as u64);
-        } else if cfg.reref && r.reuse < REUSE_UNSAMPLED {
-            c.reuse.add(r.reuse as u64);
-        }
+        add_distances(&cfg, &r, &mut c.resume, &mut c.resume_reuse, &mut c.reuse);
         let cat = category_of(&cfg, &r, lane.last);
         match lane.last {
             None => {

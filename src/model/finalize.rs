@@ -6,7 +6,7 @@ use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
 use super::stats::{
     Category, Fitter, StreamStats, TransStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_RESUME,
-    KIND_SEQUENTIAL, KIND_SEQ_REREF,
+    KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
 use super::tree::TransKey;
 use serde_json::{json, Map, Value};
@@ -19,6 +19,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         KIND_REREF => "reref",
         KIND_SEQ_REREF => "sequential-reref",
         KIND_RESUME => "resume",
+        KIND_RESUME_REREF => "resume-reref",
         _ => "random",
     }
 }
@@ -29,6 +30,7 @@ pub fn kind_code(name: &str) -> u8 {
         "reref" => KIND_REREF,
         "sequential-reref" => KIND_SEQ_REREF,
         "resume" => KIND_RESUME,
+        "resume-reref" => KIND_RESUME_REREF,
         _ => KIND_RANDOM,
     }
 }
@@ -193,6 +195,9 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     }
     if !s.resume.counts.is_empty() {
         doc["resume"] = Value::Array(buckets(&s.resume)); // absent before resumed runs
+    }
+    if !s.resume_reuse.counts.is_empty() {
+        doc["resume_reuse"] = Value::Array(buckets(&s.resume_reuse)); // absent before them
     }
     // absent before in-leaf jumps (and without the re-reference extension)
     for (key, h) in [

@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
 /// `extent`.
-const MAGIC: &[u8; 8] = b"IOTWFIT4";
+const MAGIC: &[u8; 8] = b"IOTWFIT5";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -263,6 +263,7 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     put_u32(w, s.alignment_bits);
     put_hist(w, &s.reuse);
     put_hist(w, &s.resume);
+    put_hist(w, &s.resume_reuse);
     put_hist(w, &s.jumps_ahead);
     put_hist(w, &s.jumps_behind);
     put_u64(w, s.bytes);
@@ -347,6 +348,7 @@ impl FitReader for Reader<'_> {
         s.alignment_bits = self.u32()?;
         s.reuse = self.hist()?;
         s.resume = self.hist()?;
+        s.resume_reuse = self.hist()?;
         s.jumps_ahead = self.hist()?;
         s.jumps_behind = self.hist()?;
         s.bytes = self.u64()?;

@@ -23,6 +23,10 @@ pub const KIND_SEQ_REREF: u8 = 3;
 /// back). Part of the re-reference extension: such requests continue old runs, so new data
 /// lands next to data touched before instead of on fresh blocks.
 pub const KIND_RESUME: u8 = 4;
+/// A resumed run over blocks the stream touched before (an interleaved re-scan picked up
+/// again; `resume_reuse` holds its LRU stack distance): where the twin has no such run
+/// open, the request re-reads old data at that distance instead of landing on fresh blocks.
+pub const KIND_RESUME_REREF: u8 = 5;
 
 /// Whether a request of this kind starts where the stream's previous one ended.
 pub fn is_continuation(kind: u8) -> bool {
@@ -121,8 +125,11 @@ pub struct StreamStats {
     /// Largest power of two (up to 1 MiB) dividing every offset: random offsets keep it.
     pub alignment_bits: u32,
     pub reuse: Hist,
-    /// How many requests back each resumed run's request ended (KIND_RESUME).
+    /// How many requests back each resumed run's request ended (KIND_RESUME and
+    /// KIND_RESUME_REREF).
     pub resume: Hist,
+    /// LRU stack distances of the resumed requests over old data (KIND_RESUME_REREF).
+    pub resume_reuse: Hist,
     /// How far a random request landed past (ahead) or before (behind) the end of the
     /// stream's previous request, when both start in one leaf (`leaf_jump`).
     pub jumps_ahead: Hist,
@@ -255,6 +262,7 @@ pub(super) fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> C
     let reused = cfg.reref && r.reuse != u32::MAX;
     let resumed = cfg.reref && r.resume > 0; // never sequential (that is lag 1)
     let kind = match (sequential, reused) {
+        _ if resumed && reused => KIND_RESUME_REREF,
         _ if resumed => KIND_RESUME,
         (true, true) => KIND_SEQ_REREF,
         (true, false) => KIND_SEQUENTIAL,
@@ -265,6 +273,29 @@ pub(super) fn category_of(cfg: &FitConfig, r: &Request, last: Option<Last>) -> C
         op: r.op,
         size: r.size,
         kind,
+    }
+}
+
+/// Adds a request's distances to its stream's histograms: a resumed run's lag, and its stack
+/// distance apart from the re-references' (the sampler places a resume by its lag first).
+pub(super) fn add_distances(
+    cfg: &FitConfig,
+    r: &Request,
+    resume: &mut Hist,
+    resume_reuse: &mut Hist,
+    reuse: &mut Hist,
+) {
+    if !cfg.reref {
+        return;
+    }
+    let sampled = r.reuse < REUSE_UNSAMPLED;
+    if r.resume > 0 {
+        resume.add(r.resume as u64);
+        if sampled {
+            resume_reuse.add(r.reuse as u64);
+        }
+    } else if sampled {
+        reuse.add(r.reuse as u64);
     }
 }
 
@@ -402,12 +433,7 @@ impl Fitter {
         *s.leaf_visits.entry(leaf).or_insert(0) += 1;
         *s.windows.entry(r.ts / cfg.window_ns.max(1)).or_insert(0) += 1;
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
-        // a resumed run's distance is not a re-reference's: the sampler places it by its lag
-        if cfg.reref && r.resume > 0 {
-            s.resume.add(r.resume as u64);
-        } else if cfg.reref && r.reuse < REUSE_UNSAMPLED {
-            s.reuse.add(r.reuse as u64);
-        }
+        add_distances(&cfg, r, &mut s.resume, &mut s.resume_reuse, &mut s.reuse);
         let cat = category_of(&cfg, r, last);
         match last {
             None => {
@@ -504,6 +530,7 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
     s.alignment_bits = s.alignment_bits.min(o.alignment_bits);
     s.reuse.merge(&o.reuse);
     s.resume.merge(&o.resume);
+    s.resume_reuse.merge(&o.resume_reuse);
     s.jumps_ahead.merge(&o.jumps_ahead);
     s.jumps_behind.merge(&o.jumps_behind);
     s.extent = union_extent(s.extent, o.extent);
@@ -1019,6 +1046,53 @@ mod tests {
         assert_eq!((reuse_count(0), reuse_count(1)), (1, 2));
     }
 
+    /// (kind, count) over a stream's transitions, by kind.
+    fn kind_counts(s: &StreamStats) -> Vec<(u8, u64)> {
+        let mut by_kind: FxHashMap<u8, u64> = FxHashMap::default();
+        for (c, iat) in s.transitions.values().flat_map(|t| &t.categories) {
+            *by_kind.entry(c.kind).or_insert(0) += iat.count;
+        }
+        let mut k: Vec<(u8, u64)> = by_kind.into_iter().collect();
+        k.sort_unstable();
+        k
+    }
+
+    #[test]
+    fn resumed_runs_split_by_old_data() {
+        // two runs of 4 KiB requests written interleaved (A0 B0 A1 B1 ...: each resumes its
+        // run, on new blocks), then both re-read the same way (on old blocks)
+        let block = 4096u64;
+        let mut off: Vec<u64> = (0..8)
+            .map(|i| (i % 2) * 1000 * block + i / 2 * block)
+            .collect();
+        off.extend_from_within(..);
+        let n = off.len();
+        let (st, sz) = (vec![0u32; n], vec![block as u32; n]);
+        let ts: Vec<i64> = (0..n as i64).collect();
+        let lags = resume_lags(&st, &off, &sz);
+        let reuse = stack_distances(&st, &off, block);
+        let mut f = Fitter::new(FitConfig {
+            reref: true,
+            ..cfg(1)
+        });
+        f.update(
+            Batch::new(&ts, &st, &vec![0; n], &off, &sz)
+                .with_reuse(Some(&reuse))
+                .with_resume(Some(&lags)),
+        );
+        let s = &f.streams[&0];
+        // A0 B0 are random; A1..B3 resume on new blocks; the second A0 and B0 re-reference
+        // old blocks (the runs' ends are elsewhere), A1..B3 resume over old data
+        let (new, old) = (KIND_RESUME, KIND_RESUME_REREF);
+        assert_eq!(
+            kind_counts(s),
+            vec![(KIND_RANDOM, 1), (KIND_REREF, 2), (new, 6), (old, 6)]
+        );
+        assert_eq!(s.resume.sorted(), vec![(2, 12)]);
+        // each re-read block was last touched 8 distinct blocks before, less one
+        assert_eq!(s.resume_reuse.sorted(), vec![(7, 6)]);
+    }
+
     #[test]
     fn resumed_runs_start_at_open_ends() {
         // stream 0: A [0,100) B [1000,1050) C [100,200) resumes A; D [1050,1100) resumes B;
@@ -1048,16 +1122,15 @@ mod tests {
                 .with_resume(Some(&lags)),
         );
         let s = &f.streams[&0];
-        let resumed: u64 = s
-            .transitions
-            .values()
-            .flat_map(|t| &t.categories)
-            .filter(|(c, _)| c.kind == KIND_RESUME)
-            .map(|(_, iat)| iat.count)
-            .sum();
-        assert_eq!(resumed, 4);
+        // (all re-touch 4 KiB block 0: B and F re-reference it, H re-scans it)
+        let resumed = (KIND_RESUME_REREF, 4);
+        assert_eq!(
+            kind_counts(s),
+            vec![(KIND_REREF, 2), (KIND_SEQ_REREF, 1), resumed]
+        );
         assert_eq!(s.resume.sorted(), vec![(2, 4)]);
-        // all in 4 KiB block 0: B, F and H re-reference it, the resumed runs do not count
+        // the resumed runs' distances are kept apart from B's, F's and H's
+        assert_eq!(s.resume_reuse.sorted().iter().map(|b| b.1).sum::<u64>(), 4);
         assert_eq!(s.reuse.sorted().iter().map(|b| b.1).sum::<u64>(), 3);
         // the paper's model has neither
         let mut plain = Fitter::new(cfg(1));
