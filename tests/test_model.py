@@ -36,7 +36,7 @@ SHARED = {
 # The LRU miss-ratio bar (0.05 at 1..50% of the footprint) holds on MSR, Tencent and DiskSim;
 # bounds are what the twin achieves, so a regression shows. Resumed runs (a stream picking up
 # one of its recent runs where it ended) brought MSR from 0.06 to 0.03. Known gap on
-# cloudPhysics: the twin's footprint is 2.7x the original's (the trace re-reads old runs on
+# cloudPhysics: the twin's footprint is 2.3x the original's (the trace re-reads old runs on
 # their old request boundaries, the twin's re-reads drift onto fresh blocks), so at 50% of the
 # footprint the twin misses more. In-leaf jumps (random requests jump from the previous end by
 # the original's distances) took MSR's deviations from .022 to .039 at most, Tencent's from

@@ -205,7 +205,7 @@ def footprint_line(r: dict[str, Any]) -> str:
 def footprint_caution(r: dict[str, Any]) -> str | None:
     """A warning when the twin's footprint is far from the original's: a cache of a given
     size then holds a different share of its data, so the speedups near the footprint are
-    off (cloudPhysics' twin touches 2.7x the original's blocks; docs/model.md)."""
+    off (cloudPhysics' twin touches 2.3x the original's blocks; docs/model.md)."""
     fp = r.get("footprints", {})
     if "original" not in fp or "twin" not in fp or not fp["original"]:
         return None
