@@ -837,11 +837,8 @@ impl Sampler {
         if cat.kind == KIND_RESUME_REREF {
             // no run of old data open in its leaf: re-read old data as far back as the
             // original's resumed re-scans did, not fresh blocks (cloudPhysics' footprint leak)
-            let dist = |r: &History| {
-                let d = draw(&s.resume_reuse, s.resume_reuse_total, rng);
-                r.at_distance(target, d, REREF_SEARCH)
-            };
-            if let Some(off) = reref.filter(|_| s.resume_reuse_total > 0).and_then(dist) {
+            let distances = (&s.resume_reuse, s.resume_reuse_total);
+            if let Some(off) = reref.and_then(|r| pick(r, distances, target, rng)) {
                 return (off, own);
             }
         }
@@ -863,7 +860,7 @@ impl Sampler {
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some(off) = reref.and_then(|r| pick(r, s, target, rng)) {
+            if let Some(off) = reref.and_then(|r| pick(r, (&s.reuse, s.reuse_total), target, rng)) {
                 return (off, own);
             }
         }
@@ -997,14 +994,20 @@ fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
 }
 
 /// The offset of an old request to re-issue: its block lies in the transition's target leaf,
-/// at the stack distance nearest the drawn one (within REREF_SEARCH of it), so the walk's
-/// locality is kept. A distance deeper than the history so far finds nothing: the request
-/// stays cold, which measured closer to real block reuse than drawing again (cloudPhysics MRC).
-fn pick(history: &History, s: &StreamModel, target: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
-    if s.reuse_total == 0 {
+/// at the stack distance nearest one drawn from `distances` (within REREF_SEARCH of it), so
+/// the walk's locality is kept. A distance deeper than the history so far finds nothing: the
+/// request stays cold, which measured closer to real block reuse than drawing again
+/// (cloudPhysics MRC).
+fn pick(
+    history: &History,
+    (distances, total): (&Buckets, u64),
+    target: u64,
+    rng: &mut Pcg64Mcg,
+) -> Option<u64> {
+    if total == 0 {
         return None; // the stream's re-references were all outside the SHARDS sample
     }
-    let dist = draw(&s.reuse, s.reuse_total, rng);
+    let dist = draw(distances, total, rng);
     history.at_distance(target, dist, REREF_SEARCH)
 }
 
