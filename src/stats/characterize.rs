@@ -5,8 +5,9 @@
 //! (Python). Every per-stream counter is kept once per stream and the whole-trace figures are
 //! sums over streams, so each record touches one accumulator.
 
-use super::footprint::{footprints_of, Footprints, Piece};
+use super::footprint::{FootprintWork, Footprints, Piece};
 use rustc_hash::FxHashMap;
+use std::sync::OnceLock;
 
 /// Borrowed canonical columns, all of the same length.
 #[derive(Debug, Clone, Copy)]
@@ -179,33 +180,56 @@ pub fn characterize_pieces(pieces: &[TraceColumns], params: &Params) -> Result<S
         .iter()
         .map(|c| (c.stream, c.offset, c.size))
         .collect();
-    // The footprint needs a sort; it runs on a second thread while this one makes the pass.
-    let (tally, blocks) = std::thread::scope(|scope| {
-        let blocks = scope.spawn(|| {
-            footprints_of(
-                &columns,
-                extent.max_stream,
-                extent.min_offset,
-                extent.max_end,
-            )
-        });
-        let mut tally = Tally::new(params, capacity, &extent, grid.as_ref());
-        let (mut base, mut prev_end) = (0, None);
-        for cols in pieces {
-            let mut pass = Pass {
-                cols,
-                grid: grid.as_ref(),
-                t: tally,
-                base,
-                prev_end,
-            };
-            pass.run();
-            (tally, prev_end) = (pass.t, pass.prev_end);
-            base += cols.ts_ns.len() as u64;
-        }
-        (tally, blocks.join().expect("footprint thread panicked"))
+    // A second thread groups the requests for the footprint while this one makes the pass,
+    // then both count the footprint's regions (whichever thread comes first groups).
+    let work = OnceLock::new();
+    let group = || {
+        FootprintWork::new(
+            &columns,
+            extent.max_stream,
+            extent.min_offset,
+            extent.max_end,
+        )
+    };
+    let (tally, counted) = std::thread::scope(|scope| {
+        let helper = scope.spawn(|| work.get_or_init(group).count());
+        let tally = count_pieces(pieces, params, capacity, &extent, grid.as_ref());
+        let mine = work.get_or_init(group).count();
+        (
+            tally,
+            vec![mine, helper.join().expect("footprint thread panicked")],
+        )
     });
+    let blocks = work
+        .into_inner()
+        .expect("footprint grouped")
+        .finish(counted);
     Ok(tally.into_counts().finish(grid.as_ref(), blocks))
+}
+
+/// The main pass over a whole trace's pieces, in order.
+fn count_pieces(
+    pieces: &[TraceColumns],
+    params: &Params,
+    capacity: u64,
+    extent: &Extent,
+    grid: Option<&WindowGrid>,
+) -> Tally {
+    let mut tally = Tally::new(params, capacity, extent, grid);
+    let (mut base, mut prev_end) = (0, None);
+    for cols in pieces {
+        let mut pass = Pass {
+            cols,
+            grid,
+            t: tally,
+            base,
+            prev_end,
+        };
+        pass.run();
+        (tally, prev_end) = (pass.t, pass.prev_end);
+        base += cols.ts_ns.len() as u64;
+    }
+    tally
 }
 
 fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
