@@ -156,6 +156,40 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
             os.unlink(tmp)
 
 
+class WriteBehind:
+    """Starts writing a file out to disk as it grows, without waiting (Linux sync_file_range).
+
+    Replacing an existing output makes ext4 write the new file out before the rename
+    (auto_da_alloc): with all of a 300 MB trace still in memory, that stalled ingest ~0.15 s
+    at the end; started a row group at a time, the writing overlaps the parsing. Where the
+    call is missing, nothing happens.
+    """
+
+    _WRITE = 2  # SYNC_FILE_RANGE_WRITE: start writing dirty pages, do not wait
+
+    def __init__(self, path: str | Path) -> None:
+        self._fd: int | None = None
+        self._call: Any = None
+        try:
+            import ctypes
+
+            self._call = ctypes.CDLL(None, use_errno=True).sync_file_range
+            self._call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+            self._fd = os.open(path, os.O_RDONLY)
+        except (OSError, AttributeError):
+            self._call = None
+
+    def __call__(self) -> None:
+        """Starts writing out what has been written so far."""
+        if self._call is not None and self._fd is not None:
+            self._call(self._fd, 0, 0, self._WRITE)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def prefetched(items: Iterator[T], depth: int = 64) -> Iterator[T]:
     """Iterates `items` in a background thread, `depth` ahead: where producing an item and
     using one both release the GIL (polars parsing, the core sampling, pyarrow writing), the
