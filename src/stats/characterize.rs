@@ -479,8 +479,8 @@ struct Acc {
     /// Jumps that break a relaxed run (backward, or forward past the threshold).
     relaxed_breaks: u64,
     global_runs: u64,
-    reads: u64,
-    writes: u64,
+    /// Requests by op: read, write, other (one counter to add to, not two to test).
+    ops: [u64; 3],
     size_sum: u128,
     latency_sum: i128,
     /// The window of the latest request, and the stream's requests before that window.
@@ -505,8 +505,7 @@ impl Acc {
             backward: 0,
             relaxed_breaks: 0,
             global_runs: 0,
-            reads: 0,
-            writes: 0,
+            ops: [0; 3],
             size_sum: 0,
             latency_sum: 0,
             window: NO_WINDOW,
@@ -540,8 +539,8 @@ impl Acc {
         let stats = StreamStats {
             stream: self.stream,
             requests: n,
-            reads: self.reads,
-            writes: self.writes,
+            reads: self.ops[crate::columns::OP_READ as usize],
+            writes: self.ops[crate::columns::OP_WRITE as usize],
             size_sum: self.size_sum,
             latency_sum: self.latency_sum,
             first_ts: self.first_ts,
@@ -562,6 +561,9 @@ impl Acc {
 }
 
 const NO_WINDOW: u64 = u64::MAX;
+// `Acc::ops` counts op.min(2): reads and writes must be ops 0 and 1.
+const _: () = assert!(crate::columns::OP_READ < 2 && crate::columns::OP_WRITE < 2);
+const _: () = assert!(crate::columns::OP_READ != crate::columns::OP_WRITE);
 
 /// Locality range boundaries: range i starts at ceil(i * capacity / leaves), so an offset's
 /// range is floor(offset * leaves / capacity) clamped to the last one, with no division.
@@ -797,8 +799,7 @@ impl Tally {
         };
         a.requests += 1;
         a.last_ts = r.ts;
-        a.reads += (r.op == crate::columns::OP_READ) as u64;
-        a.writes += (r.op == crate::columns::OP_WRITE) as u64;
+        a.ops[r.op.min(2) as usize] += 1;
         a.size_sum += (r.end - r.offset) as u128;
         a.latency_sum += r.latency as i128;
         a.global_runs += r.starts_global_run as u64;

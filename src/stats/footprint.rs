@@ -413,11 +413,7 @@ impl Grouped {
                         set_short(&mut bits, start, start + (piece as u64 & PIECE_MAX));
                     }
                 }
-                add_words(counts, &bits);
-                for (word, u) in bits.iter_mut().zip(union.iter_mut()) {
-                    *u |= *word;
-                    *word = 0;
-                }
+                drain_words(counts, &mut bits, &mut union);
                 touched = true;
             }
             if touched {
@@ -473,6 +469,23 @@ fn set_bits(map: &mut [u64], start: u64, end: u64) {
         middle[1.min(n - 1)] = u64::MAX;
         middle[n.saturating_sub(2)] = u64::MAX;
     }
+}
+
+/// Adds the blocks of a stream's words (as `add_words`), ORs them into the union and clears
+/// them, in one loop.
+#[inline(always)]
+fn drain_words(counts: &mut BlockCounts, words: &mut [u64], union: &mut [u64]) {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let (mut ones, mut zero_bytes) = (0u64, 0u64);
+    for (word, u) in words.iter_mut().zip(union.iter_mut()) {
+        let w = *word;
+        ones += w.count_ones() as u64;
+        zero_bytes += (!(((w & LOW7) + LOW7) | w | LOW7)).count_ones() as u64;
+        *u |= w;
+        *word = 0;
+    }
+    counts.unique_512 += ones;
+    counts.unique_4k += 8 * words.len() as u64 - zero_bytes;
 }
 
 /// Adds the blocks of bitmap words: their set bits, and their nonzero bytes (4 KiB blocks),
