@@ -243,6 +243,7 @@ def ingest_dataset(
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".canonical.parquet", dir=out.parent)
     os.close(fd)
     staged = Path(name)
+    staged.unlink()  # ingest's rename over an existing file would make ext4 flush it first
     try:
         result = ingest(src, staged, format_name, opts)
         ds = write_dataset(staged, out, partition_rows, partition_window_ns)
