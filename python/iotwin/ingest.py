@@ -24,7 +24,7 @@ from .errors import IotwinError, TraceFormatError
 from .formats import ReadOptions, Scan, TraceFormat, detect, get_format
 from .formats.base import CANONICAL_SCHEMA, OPTIONAL_SCHEMA
 from .formats.delimited import DelimitedFormat
-from .source import atomic_output, plain_file, prefetched
+from .source import WriteBehind, atomic_output, plain_file, prefetched
 from .trace import (
     Trace,
     TraceMeta,
@@ -243,6 +243,7 @@ def ingest_dataset(
     fd, name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".canonical.parquet", dir=out.parent)
     os.close(fd)
     staged = Path(name)
+    staged.unlink()  # ingest's rename over an existing file would make ext4 flush it first
     try:
         result = ingest(src, staged, format_name, opts)
         ds = write_dataset(staged, out, partition_rows, partition_window_ns)
@@ -309,11 +310,12 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
 
     checks = _BatchChecks()
     writer: pq.ParquetWriter | None = None
+    behind: WriteBehind | None = None
     pending: list[pl.DataFrame] = []
     rows = 0
 
     def flush() -> None:
-        nonlocal writer, pending, rows
+        nonlocal writer, behind, pending, rows
         group = pl.concat(pending, rechunk=False)
         pending, rows = [], 0
         checks.update(group)
@@ -322,8 +324,11 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
         table = group.to_arrow()
         if writer is None:
             writer = _parquet_writer(path, table.schema)
+            behind = WriteBehind(path)
         # one row group per flush, its columns marked required (no definition levels)
         writer.write_table(table.cast(writer.schema), row_group_size=table.num_rows)
+        assert behind is not None
+        behind()
 
     try:
         for batch in prefetched(frame.collect_batches()):
@@ -338,6 +343,8 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
     finally:
         if writer is not None:
             writer.close()
+        if behind is not None:
+            behind.close()
     return checks
 
 

@@ -130,7 +130,10 @@ def plain_file(path: str | Path) -> Iterator[Path]:
 def atomic_output(path: str | Path) -> Iterator[Path]:
     """Yields a temporary path beside `path`; renamed onto `path` only if the block succeeds.
 
-    Nothing half written ever remains under the final name.
+    Nothing half written ever remains under the final name. The temporary name is reserved
+    (mkstemp), then left for the writer to create: writers truncate a file that exists, and
+    ext4 flushes a truncated file in full when it is closed (auto_da_alloc: ~0.14 s in
+    ingest's time for a 300 MB trace, which the kernel otherwise writes back on its own).
     """
     path = Path(path)
     try:
@@ -139,15 +142,52 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     except OSError as exc:
         raise IotwinError(f"{path}: cannot write here: {exc.strerror}") from None
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs get the usual permissions
+    os.unlink(tmp)
     try:
         yield Path(tmp)
+        with open(tmp, "ab"):  # a block that wrote nothing still leaves an (empty) output
+            pass
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # the usual permissions, whoever created the file
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+class WriteBehind:
+    """Starts writing a file out to disk as it grows, without waiting (Linux sync_file_range).
+
+    Replacing an existing output makes ext4 write the new file out before the rename
+    (auto_da_alloc): with all of a 300 MB trace still in memory, that stalled ingest ~0.15 s
+    at the end; started a row group at a time, the writing overlaps the parsing. Where the
+    call is missing, nothing happens.
+    """
+
+    _WRITE = 2  # SYNC_FILE_RANGE_WRITE: start writing dirty pages, do not wait
+
+    def __init__(self, path: str | Path) -> None:
+        self._fd: int | None = None
+        self._call: Any = None
+        try:
+            import ctypes
+
+            self._call = ctypes.CDLL(None, use_errno=True).sync_file_range
+            self._call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+            self._fd = os.open(path, os.O_RDONLY)
+        except (OSError, AttributeError):
+            self._call = None
+
+    def __call__(self) -> None:
+        """Starts writing out what has been written so far."""
+        if self._call is not None and self._fd is not None:
+            self._call(self._fd, 0, 0, self._WRITE)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def prefetched(items: Iterator[T], depth: int = 64) -> Iterator[T]:

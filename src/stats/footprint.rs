@@ -4,9 +4,9 @@
 //! A request touches every block it overlaps; zero-size requests touch none. Two exact methods
 //! give the same counts:
 //! - bitmaps, when one bit per 512-byte block of the touched address window, times the streams,
-//!   fits a memory budget: requests are grouped by bitmap region (a counting sort: one pass
-//!   counts each region's spans, a second places them), set their bits (whole words at a
-//!   time) in their stream's bitmap one region at a time, and popcounts count them.
+//!   fits a budget: requests are grouped by stream and address region in one pass, then each
+//!   region's bits are set (whole words at a time) stream by stream in a small bitmap that
+//!   stays in cache, and popcounts count them, the streams' and their union's.
 //! - ranges otherwise: requests become ranges of 512-byte blocks (a stream's consecutive
 //!   overlapping or touching ranges are merged as they come, so sequential streams stay
 //!   small), the ranges are radix-sorted by start, and one scan merges them globally and per
@@ -16,15 +16,14 @@
 //! its byte is nonzero; in the range scan, the same union with ranges rounded out.
 
 use super::characterize::Slots;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const SECTOR_SHIFT: u32 = 9;
 const SECTORS_PER_PAGE_SHIFT: u32 = 3;
-/// Bitmaps of all streams together may take this much memory.
+/// Bitmaps of all streams together may span this much. They are no longer held whole (each
+/// region is counted in a small bitmap), but every word is still counted: the limits,
+/// measured when they were, keep each trace on the way it took.
 const BITMAP_BUDGET_BYTES: u64 = 256 << 20;
-/// Bitmap regions of 2^21 bits (256 KiB, within a core's L2 cache) are filled one at a time.
-/// Bit indexes over all bitmaps fit 32 bits within the budget.
-const REGION_SHIFT: u32 = 21;
-const _: () = assert!(BITMAP_BUDGET_BYTES * 8 <= 1 << 32);
 /// Nor more than this many words per request: bitmaps cost ~28 ns per request and ~4 ns per
 /// word (zeroing, counting), ranges ~45 ns per request, so sparse bitmaps lose.
 const BITMAP_WORDS_PER_REQUEST: u64 = 4;
@@ -67,11 +66,83 @@ pub fn footprints_of(
     min_offset: u64,
     max_end: u64,
 ) -> Footprints {
-    let window = BitmapWindow::new(min_offset, max_end);
-    let requests = pieces.iter().map(|p| p.0.len()).sum();
-    // The bitmaps give up (None) as soon as the streams seen outgrow them.
-    by_bitmap(pieces, max_stream, window, window.max_streams(requests))
-        .unwrap_or_else(|| by_ranges(pieces, max_stream, max_end))
+    let work = FootprintWork::new(pieces, max_stream, min_offset, max_end);
+    let parts = if work.spans() < PARALLEL_SPANS {
+        vec![work.count()]
+    } else {
+        // two threads take regions in turn
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| work.count());
+            vec![work.count(), other.join().expect("bitmap thread panicked")]
+        })
+    };
+    work.finish(parts)
+}
+
+/// Below this many spans one thread counts all regions.
+const PARALLEL_SPANS: usize = 1 << 16;
+
+/// A trace's footprints in two steps, so that threads can share the second: `new` groups
+/// the requests (one thread), then any number of threads may `count` at once (they take
+/// the address regions in turn), and `finish` adds up what they counted.
+pub struct FootprintWork {
+    grouped: Option<Grouped>,
+    next: AtomicUsize,
+    /// The footprints, when the bitmaps did not fit and the ranges gave them at once.
+    done: Option<Footprints>,
+}
+
+/// What one thread counted: the union's blocks and each stream's.
+pub type Counted = (BlockCounts, Vec<BlockCounts>);
+
+impl FootprintWork {
+    pub fn new(pieces: &[Piece], max_stream: u32, min_offset: u64, max_end: u64) -> Self {
+        let window = BitmapWindow::new(min_offset, max_end);
+        let requests = pieces.iter().map(|p| p.0.len()).sum();
+        // The bitmaps give up (None) as soon as the streams seen outgrow them.
+        let grouped = Grouped::new(pieces, max_stream, window, window.max_streams(requests));
+        let done = grouped
+            .is_none()
+            .then(|| by_ranges(pieces, max_stream, max_end));
+        FootprintWork {
+            grouped,
+            next: AtomicUsize::new(0),
+            done,
+        }
+    }
+
+    fn spans(&self) -> usize {
+        self.grouped.as_ref().map_or(0, |g| g.spans)
+    }
+
+    /// Counts regions until none is left (nothing when the ranges gave the footprints).
+    pub fn count(&self) -> Counted {
+        match &self.grouped {
+            Some(g) => g.count(&self.next),
+            None => (BlockCounts::default(), Vec::new()),
+        }
+    }
+
+    /// The footprints from what the threads counted (each thread's `count`).
+    pub fn finish(self, parts: Vec<Counted>) -> Footprints {
+        let Some(grouped) = self.grouped else {
+            return self.done.expect("footprints by ranges");
+        };
+        let mut f = Footprints {
+            total: BlockCounts::default(),
+            streams: grouped.streams.counts,
+        };
+        for (total, streams) in parts {
+            f.total.unique_512 += total.unique_512;
+            f.total.unique_4k += total.unique_4k;
+            for (counts, part) in f.streams.iter_mut().zip(streams) {
+                counts.unique_512 += part.unique_512;
+                counts.unique_4k += part.unique_4k;
+            }
+        }
+        f.total.requested_512 = f.streams.iter().map(|s| s.requested_512).sum();
+        f
+    }
 }
 
 /// The 512-byte blocks `[first, end)` a request of `size` > 0 bytes at `offset` touches.
@@ -141,192 +212,238 @@ impl BitmapWindow {
     }
 }
 
-/// Footprints with one bitmap per stream, or None when there are more than `max_streams`
-/// streams; the whole trace's bitmap is their union. Requests are first grouped by bitmap
-/// region, so that setting their bits hits cache: in request order each one costs a cache and
-/// TLB miss, more than the grouping.
-fn by_bitmap(
-    pieces: &[Piece],
-    max_stream: u32,
-    window: BitmapWindow,
-    max_streams: usize,
-) -> Option<Footprints> {
-    if max_streams == 0 {
-        return None;
-    }
-    let words = window.words as usize;
-    let layout = Layout {
-        words,
-        base: window.base,
-    };
-    let mut streams = Streams::new(max_stream);
-    // A first pass learns the streams, their requested blocks and each region's short spans,
-    // so that a second can put the spans straight in their places (an array of all spans
-    // to group from cost more: twice the memory, fresh pages the kernel has to zero).
-    let mut per_region: Vec<usize> = Vec::new();
-    for &(stream, offset, size) in pieces {
-        for i in 0..stream.len() {
-            let known = streams.counts.len();
-            let slot = streams.slot(stream[i]);
-            if slot == known {
-                // a new stream: its bitmap must still fit, and its regions get counters
-                if known == max_streams {
-                    return None;
-                }
-                per_region.resize(((words * (known + 1)) >> (REGION_SHIFT - 6)) + 1, 0);
-            }
-            if size[i] == 0 {
-                continue;
-            }
-            let (first, end) = blocks(offset[i], size[i]);
-            streams.counts[slot].requested_512 += end - first;
-            let bit = layout.bit(slot, first);
-            per_region[(bit >> REGION_SHIFT) as usize] += (end - first <= SHORT_SPAN) as usize;
-        }
-    }
-    let (split_region, _) = halfway(&per_region);
-    let spans = group_spans(pieces, &mut streams, layout, &per_region);
-    let mut bits = vec![0u64; words * streams.counts.len()];
-    advise_huge_pages(&mut bits);
-    let regions = 0..per_region.len();
-    let mut rest = if spans.short.len() < PARALLEL_SPANS {
-        set_spans(&mut bits, 0, &spans, regions)
-    } else {
-        // Two threads set the bits of the regions below and from `split_region`; a span
-        // that crosses the boundary is finished once both are done.
-        let split_bit = ((split_region as u64) << REGION_SHIFT).min(bits.len() as u64 * 64);
-        let (low, high) = bits.split_at_mut((split_bit / 64) as usize);
-        let spans = &spans;
-        std::thread::scope(|scope| {
-            let upper =
-                scope.spawn(|| set_spans(high, split_bit, spans, split_region..regions.end));
-            let crossing = set_spans(low, 0, spans, 0..split_region);
-            upper.join().expect("bitmap thread panicked");
-            crossing
-        })
-    };
-    rest.extend_from_slice(&spans.long);
-    for (start, end) in rest {
-        set_bits(&mut bits, start, end);
-    }
-    let total = count_bitmaps(&bits, words, &mut streams.counts);
-    Some(Footprints {
-        total,
-        streams: streams.counts,
-    })
-}
+/// Address regions of 2^REGION_SHIFT blocks: one stream's bits of a region (128 KiB) and
+/// the region's union fit a core's L2 cache together.
+const REGION_SHIFT: u32 = 20;
+const REGION_WORDS: usize = 1 << (REGION_SHIFT - 6);
+/// A piece of a span (within one region) packs its first block there and its length.
+const PIECE_LEN_BITS: u32 = 32 - REGION_SHIFT;
+const PIECE_MAX: u64 = (1 << PIECE_LEN_BITS) - 1;
+/// Pieces are kept in blocks of this many, handed out from one buffer as buckets fill.
+const BLOCK: usize = 1024;
 
-/// Below this many spans one thread sets all bits.
-const PARALLEL_SPANS: usize = 1 << 16;
-
-/// Spans of at most this many blocks (~1 MiB) are short: their offset in their region and
-/// their length pack into 32 bits.
-const SHORT_LEN_BITS: u32 = 32 - REGION_SHIFT;
-const SHORT_SPAN: u64 = (1 << SHORT_LEN_BITS) - 1;
-
-/// Where the streams' bitmaps lie: `words` words each, back to back, from block `base`.
-#[derive(Debug, Clone, Copy)]
-struct Layout {
-    words: usize,
+/// The requests' spans as pieces in buckets, grouped in one pass, so that each address
+/// region can be counted on its own: its streams' bits are set in a small bitmap that stays
+/// in cache, counted, OR-ed into the region's union and cleared. The whole bitmaps never
+/// exist: setting them in request order cost a cache and TLB miss per request, and region
+/// by region it still cost the kernel's zeroing and reading every word back to count it.
+///
+/// Bucket `slot * regions + region` holds the pieces of a stream slot in an address region:
+/// those of its blocks (`pieces[k * BLOCK..]` for each block k in `blocks`, the last one up
+/// to `cursor`).
+struct Grouped {
     base: u64,
+    regions: usize,
+    pieces: Vec<u32>,
+    blocks: Vec<Vec<u32>>,
+    /// Where each bucket's next piece goes (0: it has no block yet or its block is full).
+    cursor: Vec<usize>,
+    next_block: usize,
+    spans: usize,
+    streams: Streams,
 }
 
-impl Layout {
-    /// The bit of block `block` in stream `slot`'s bitmap: one index says both.
+impl Grouped {
+    /// Groups the requests in one pass; None past `max_streams` streams.
+    fn new(
+        pieces: &[Piece],
+        max_stream: u32,
+        window: BitmapWindow,
+        max_streams: usize,
+    ) -> Option<Grouped> {
+        if max_streams == 0 {
+            return None;
+        }
+        let rows: usize = pieces.iter().map(|p| p.0.len()).sum();
+        let mut g = Grouped {
+            base: window.base,
+            regions: (window.words as usize).div_ceil(REGION_WORDS),
+            // room for every request's piece and the partly filled blocks: pages only
+            // become memory when written
+            pieces: vec![0; rows + rows / 4 + 64 * BLOCK],
+            blocks: Vec::new(),
+            cursor: Vec::new(),
+            next_block: 0,
+            spans: 0,
+            streams: Streams::new(max_stream),
+        };
+        advise_huge_pages(&mut g.pieces);
+        for &(stream, offset, size) in pieces {
+            for i in 0..stream.len() {
+                let known = g.streams.counts.len();
+                let slot = g.streams.slot(stream[i]);
+                if slot == known {
+                    // a new stream: its bitmap must still fit, and its regions get buckets
+                    if known == max_streams {
+                        return None;
+                    }
+                    g.blocks.resize_with((known + 1) * g.regions, Vec::new);
+                    g.cursor.resize((known + 1) * g.regions, 0);
+                }
+                if size[i] != 0 {
+                    g.add(slot, offset[i], size[i]);
+                }
+            }
+        }
+        Some(g)
+    }
+
+    /// Adds a request's span: one piece, unless it crosses a region or is very long.
     #[inline(always)]
-    fn bit(&self, slot: usize, block: u64) -> u64 {
-        (slot * self.words * 64) as u64 + block - self.base
-    }
-}
-
-/// Requests as spans of bits of the streams' bitmaps: short ones grouped by region (region
-/// r's are `short[bounds[r]..bounds[r + 1]]`, as `offset in region << SHORT_LEN_BITS |
-/// length`), long ones as [start, end) bit ranges.
-struct Spans {
-    short: Vec<u32>,
-    bounds: Vec<usize>,
-    long: Vec<(u64, u64)>,
-}
-
-/// The requests' spans, given each region's count of short spans.
-fn group_spans(
-    pieces: &[Piece],
-    streams: &mut Streams,
-    layout: Layout,
-    per_region: &[usize],
-) -> Spans {
-    let mut bounds = Vec::with_capacity(per_region.len() + 1);
-    let mut sum = 0;
-    for &count in per_region {
-        bounds.push(sum);
-        sum += count;
-    }
-    bounds.push(sum);
-    let mut next = bounds[..per_region.len()].to_vec();
-    let mut short = vec![0u32; sum];
-    advise_huge_pages(&mut short);
-    let mut long = Vec::new();
-    for &(stream, offset, size) in pieces {
-        for i in 0..stream.len() {
-            let slot = streams.slot(stream[i]);
-            if size[i] == 0 {
-                continue;
-            }
-            let (first, end) = blocks(offset[i], size[i]);
-            let bit = layout.bit(slot, first);
-            let len = end - first;
-            if len > SHORT_SPAN {
-                long.push((bit, bit + len));
-                continue;
-            }
-            let at = &mut next[(bit >> REGION_SHIFT) as usize];
-            short[*at] = ((bit & ((1 << REGION_SHIFT) - 1)) << SHORT_LEN_BITS | len) as u32;
-            *at += 1;
+    fn add(&mut self, slot: usize, offset: u64, size: u32) {
+        let (first, end) = blocks(offset, size);
+        self.streams.counts[slot].requested_512 += end - first;
+        self.spans += 1;
+        let (start, len) = (first - self.base, end - first);
+        let at = start & ((1 << REGION_SHIFT) - 1);
+        if at + len <= 1 << REGION_SHIFT && len <= PIECE_MAX {
+            let bucket = slot * self.regions + (start >> REGION_SHIFT) as usize;
+            self.push(bucket, (at << PIECE_LEN_BITS | len) as u32);
+        } else {
+            self.add_cut(slot, start, start + len);
         }
     }
-    Spans {
-        short,
-        bounds,
-        long,
-    }
-}
 
-/// The region that splits the spans in two halves, and how many spans lie below it.
-fn halfway(regions: &[usize]) -> (usize, usize) {
-    let half = regions.iter().sum::<usize>() / 2;
-    let mut below = 0;
-    for (r, &count) in regions.iter().enumerate() {
-        if below >= half {
-            return (r, below);
+    /// Adds the span `[start, end)` (blocks from `base`) cut at regions and `PIECE_MAX`.
+    #[inline(never)]
+    fn add_cut(&mut self, slot: usize, mut start: u64, end: u64) {
+        while start < end {
+            let region = start >> REGION_SHIFT;
+            let stop = end.min((region + 1) << REGION_SHIFT).min(start + PIECE_MAX);
+            let at = start & ((1 << REGION_SHIFT) - 1);
+            let bucket = slot * self.regions + region as usize;
+            self.push(bucket, (at << PIECE_LEN_BITS | (stop - start)) as u32);
+            start = stop;
         }
-        below += count;
     }
-    (regions.len(), below)
-}
 
-/// Sets the bits of the short spans of `regions` in `map`, which holds the bits from
-/// `first_bit` on; returns the parts of spans that run past its end, as [start, end) bit
-/// ranges of the whole bitmap.
-fn set_spans(
-    map: &mut [u64],
-    first_bit: u64,
-    spans: &Spans,
-    regions: std::ops::Range<usize>,
-) -> Vec<(u64, u64)> {
-    let limit = first_bit + map.len() as u64 * 64;
-    let mut beyond = Vec::new();
-    for r in regions {
-        let region_start = (r as u64) << REGION_SHIFT;
-        for &span in &spans.short[spans.bounds[r]..spans.bounds[r + 1]] {
-            let start = region_start + (span >> SHORT_LEN_BITS) as u64;
-            let end = start + (span as u64 & SHORT_SPAN);
-            if end > limit {
-                beyond.push((limit, end));
+    #[inline(always)]
+    fn push(&mut self, bucket: usize, piece: u32) {
+        let mut at = self.cursor[bucket];
+        if at.is_multiple_of(BLOCK) {
+            at = self.new_block(bucket);
+        }
+        self.pieces[at] = piece;
+        self.cursor[bucket] = at + 1;
+    }
+
+    /// A fresh block for a bucket; returns where its first piece goes.
+    #[inline(never)]
+    fn new_block(&mut self, bucket: usize) -> usize {
+        let start = self.next_block * BLOCK;
+        if start + BLOCK > self.pieces.len() {
+            let grown = (start + BLOCK).max(self.pieces.len() + self.pieces.len() / 2);
+            self.pieces.resize(grown, 0);
+        }
+        self.blocks[bucket].push(self.next_block as u32);
+        self.next_block += 1;
+        start
+    }
+
+    /// The pieces of bucket `bucket`, a block at a time.
+    fn bucket(&self, bucket: usize) -> impl Iterator<Item = &[u32]> {
+        let blocks = &self.blocks[bucket];
+        let last = blocks.len().wrapping_sub(1);
+        blocks.iter().enumerate().map(move |(i, &k)| {
+            let start = k as usize * BLOCK;
+            let end = if i == last {
+                self.cursor[bucket]
+            } else {
+                start + BLOCK
+            };
+            &self.pieces[start..end]
+        })
+    }
+
+    /// Counts the regions this thread takes from `next` (one at a time, until none is left):
+    /// the union's blocks and each stream's. With AVX2 where the CPU has it (the words'
+    /// bits are counted four at a time), else popcnt (the baseline x86-64 target has neither,
+    /// and counting bits without them took most of the time).
+    fn count(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("popcnt") {
+                // SAFETY: the CPU has both features (checked just above), the only ones the
+                // function enables.
+                return unsafe { self.count_avx2(next) };
             }
-            set_bits(map, start - first_bit, end.min(limit) - first_bit);
+            if std::is_x86_feature_detected!("popcnt") {
+                // SAFETY: as above, for popcnt.
+                return unsafe { self.count_popcnt(next) };
+            }
+        }
+        self.count_portable(next)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn count_avx2(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
+        self.count_portable(next)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn count_popcnt(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
+        self.count_portable(next)
+    }
+
+    #[inline(always)]
+    fn count_portable(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
+        let streams = self.streams.counts.len();
+        let (mut total, mut per_stream) = (
+            BlockCounts::default(),
+            vec![BlockCounts::default(); streams],
+        );
+        // a stream's bits of one region and the region's union, cleared after each use
+        let (mut bits, mut union) = (vec![0u64; REGION_WORDS], vec![0u64; REGION_WORDS]);
+        loop {
+            let region = next.fetch_add(1, Ordering::Relaxed);
+            if region >= self.regions {
+                return (total, per_stream);
+            }
+            let mut touched = false;
+            for (slot, counts) in per_stream.iter_mut().enumerate() {
+                let bucket = slot * self.regions + region;
+                if self.blocks[bucket].is_empty() {
+                    continue;
+                }
+                for pieces in self.bucket(bucket) {
+                    for &piece in pieces {
+                        let start = (piece >> PIECE_LEN_BITS) as u64;
+                        set_short(&mut bits, start, start + (piece as u64 & PIECE_MAX));
+                    }
+                }
+                drain_words(counts, &mut bits, &mut union);
+                touched = true;
+            }
+            if touched {
+                add_words(&mut total, &union);
+                union.fill(0);
+            }
         }
     }
-    beyond
+}
+
+/// Sets bits `[start, end)` (start < end) of a bitmap without branching on the span's
+/// words, when it covers at most five and the bitmap has five from its first: whether a
+/// short span crosses a word boundary is random, and branches on it mispredicted often.
+#[inline(always)]
+fn set_short(map: &mut [u64], start: u64, end: u64) {
+    let first = (start / 64) as usize;
+    let words = ((end - 1) / 64) as usize - first; // beyond the first
+    if words > 4 || first + 4 >= map.len() {
+        set_bits(map, start, end);
+        return;
+    }
+    let head = u64::MAX << (start % 64);
+    let tail = u64::MAX >> (63 - (end - 1) % 64);
+    let span = &mut map[first..first + 5];
+    span[0] |= head & if words == 0 { tail } else { u64::MAX };
+    for (j, word) in span.iter_mut().enumerate().skip(1) {
+        let full = ((j < words) as u64).wrapping_neg();
+        let last = ((j == words) as u64).wrapping_neg() & tail;
+        *word |= full | last;
+    }
 }
 
 /// Sets bits `[start, end)` (start < end) of a bitmap, whole words at a time.
@@ -354,99 +471,36 @@ fn set_bits(map: &mut [u64], start: u64, end: u64) {
     }
 }
 
-/// Adds a bitmap word's blocks: its set bits, and its nonzero bytes (4 KiB blocks).
+/// Adds the blocks of a stream's words (as `add_words`), ORs them into the union and clears
+/// them, in one loop.
 #[inline(always)]
-fn add_word(counts: &mut BlockCounts, word: u64) {
-    let mut any = word | word >> 4;
-    any |= any >> 2;
-    any |= any >> 1;
-    counts.unique_512 += word.count_ones() as u64;
-    // the low bit of each byte says whether it is nonzero; a multiply sums the eight bits
-    counts.unique_4k += (any & 0x0101_0101_0101_0101).wrapping_mul(0x0101_0101_0101_0101) >> 56;
-}
-
-/// Counts each stream's bitmap (`words` words each, back to back) and their union; two
-/// threads count halves of the words when there are many.
-fn count_bitmaps(bits: &[u64], words: usize, streams: &mut [BlockCounts]) -> BlockCounts {
-    let mut total = BlockCounts {
-        requested_512: streams.iter().map(|s| s.requested_512).sum(),
-        ..BlockCounts::default()
-    };
-    let count = streams.len();
-    let mut add = |(union, per_stream): (BlockCounts, Vec<BlockCounts>)| {
-        total.unique_512 += union.unique_512;
-        total.unique_4k += union.unique_4k;
-        for (counts, part) in streams.iter_mut().zip(per_stream) {
-            counts.unique_512 += part.unique_512;
-            counts.unique_4k += part.unique_4k;
-        }
-    };
-    if bits.len() < PARALLEL_WORDS {
-        add(count_words(bits, words, count, 0..words));
-    } else {
-        let (low, high) = std::thread::scope(|scope| {
-            let high = scope.spawn(|| count_words(bits, words, count, words / 2..words));
-            let low = count_words(bits, words, count, 0..words / 2);
-            (low, high.join().expect("bitmap thread panicked"))
-        });
-        add(low);
-        add(high);
+fn drain_words(counts: &mut BlockCounts, words: &mut [u64], union: &mut [u64]) {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let (mut ones, mut zero_bytes) = (0u64, 0u64);
+    for (word, u) in words.iter_mut().zip(union.iter_mut()) {
+        let w = *word;
+        ones += w.count_ones() as u64;
+        zero_bytes += (!(((w & LOW7) + LOW7) | w | LOW7)).count_ones() as u64;
+        *u |= w;
+        *word = 0;
     }
-    total
+    counts.unique_512 += ones;
+    counts.unique_4k += 8 * words.len() as u64 - zero_bytes;
 }
 
-/// Below this many bitmap words one thread counts them all.
-const PARALLEL_WORDS: usize = 1 << 20;
-
-/// The blocks of words `range` of every stream's bitmap: their union's and each stream's.
-/// With the CPU's popcnt instruction where it has one (the baseline x86-64 target has not,
-/// and counting bits without it took most of this function's time).
-fn count_words(
-    bits: &[u64],
-    words: usize,
-    streams: usize,
-    range: std::ops::Range<usize>,
-) -> (BlockCounts, Vec<BlockCounts>) {
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("popcnt") {
-        // SAFETY: the CPU has popcnt (checked just above), the only feature the function
-        // enables.
-        return unsafe { count_words_popcnt(bits, words, streams, range) };
-    }
-    count_words_portable(bits, words, streams, range)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "popcnt")]
-fn count_words_popcnt(
-    bits: &[u64],
-    words: usize,
-    streams: usize,
-    range: std::ops::Range<usize>,
-) -> (BlockCounts, Vec<BlockCounts>) {
-    count_words_portable(bits, words, streams, range)
-}
-
+/// Adds the blocks of bitmap words: their set bits, and their nonzero bytes (4 KiB blocks),
+/// both as sums of popcounts, which the compiler counts several words at a time.
 #[inline(always)]
-fn count_words_portable(
-    bits: &[u64],
-    words: usize,
-    streams: usize,
-    range: std::ops::Range<usize>,
-) -> (BlockCounts, Vec<BlockCounts>) {
-    let mut total = BlockCounts::default();
-    let mut per_stream = vec![BlockCounts::default(); streams];
-    for j in range {
-        let mut union = 0;
-        for (slot, counts) in per_stream.iter_mut().enumerate() {
-            // no test for zero words: half of them are, at random, and a branch mispredicts
-            let word = bits[slot * words + j];
-            union |= word;
-            add_word(counts, word);
-        }
-        add_word(&mut total, union);
+fn add_words(counts: &mut BlockCounts, words: &[u64]) {
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let (mut ones, mut zero_bytes) = (0u64, 0u64);
+    for &word in words {
+        ones += word.count_ones() as u64;
+        // a byte's high bit is set when the byte is zero
+        zero_bytes += (!(((word & LOW7) + LOW7) | word | LOW7)).count_ones() as u64;
     }
-    (total, per_stream)
+    counts.unique_512 += ones;
+    counts.unique_4k += 8 * words.len() as u64 - zero_bytes;
 }
 
 /// Block ranges in 512-byte blocks packed as `start << len_bits | length` (so sorting the keys
@@ -777,6 +831,26 @@ mod tests {
         (st, off, sz)
     }
 
+    /// The bitmap way whatever the streams, with two threads counting when there are many
+    /// spans.
+    fn by_bitmap(
+        pieces: &[Piece],
+        max_stream: u32,
+        window: BitmapWindow,
+        max_streams: usize,
+    ) -> Option<Footprints> {
+        let work = FootprintWork {
+            grouped: Some(Grouped::new(pieces, max_stream, window, max_streams)?),
+            next: AtomicUsize::new(0),
+            done: None,
+        };
+        let parts = std::thread::scope(|scope| {
+            let other = scope.spawn(|| work.count());
+            vec![work.count(), other.join().unwrap()]
+        });
+        Some(work.finish(parts))
+    }
+
     fn by_both_methods(stream: &[u32], offset: &[u64], size: &[u32]) -> (Footprints, Footprints) {
         let max_stream = stream.iter().copied().max().unwrap_or(0);
         let min_offset = offset.iter().copied().min().unwrap_or(0);
@@ -829,42 +903,27 @@ mod tests {
 
     #[test]
     fn bitmap_threads_agree_with_ranges() {
-        // enough spans and words for two threads to set and count the bits
+        // enough spans for two threads to count the regions, over many regions
         let (st, off, sz) = random_requests(11, 600_000, 8, 1, 0, 1 << 33);
-        assert!(BitmapWindow::new(0, 1 << 33).words * 8 >= PARALLEL_WORDS as u64);
+        assert!(st.len() >= PARALLEL_SPANS);
         let (bitmap, ranges) = by_both_methods(&st, &off, &sz);
         assert_eq!(bitmap, ranges);
     }
 
     #[test]
-    fn spans_crossing_the_split_are_finished() {
-        // two regions' worth of bits, spans on both sides of the boundary and across it
-        let region = 1u64 << REGION_SHIFT;
-        let pack = |start: u64, len: u64| ((start % region) << SHORT_LEN_BITS | len) as u32;
-        let spans = Spans {
-            short: vec![
-                pack(5, 70),
-                pack(region - 3, 10),
-                pack(region - 64, 64),
-                pack(0, 1),
-            ],
-            bounds: vec![0, 3, 4],
-            long: vec![],
-        };
-        let mut serial = vec![0u64; (2 * region / 64) as usize];
-        assert!(set_spans(&mut serial, 0, &spans, 0..2).is_empty());
-        let mut split = vec![0u64; serial.len()];
-        let (low, high) = split.split_at_mut((region / 64) as usize);
-        let crossing = set_spans(low, 0, &spans, 0..1);
-        assert_eq!(crossing, vec![(region, region + 7)]);
-        assert!(set_spans(high, region, &spans, 1..2).is_empty());
-        for (start, end) in crossing {
-            set_bits(&mut split, start, end);
-        }
-        assert_eq!(split, serial);
-        assert_eq!(serial[(region / 64) as usize], 0x7F | 1);
-        assert_eq!(halfway(&[3, 0, 1, 4]), (3, 4));
-        assert_eq!(halfway(&[0, 0]), (0, 0));
+    fn spans_are_cut_at_regions_and_lengths() {
+        // one request across three regions (2.5 regions long, from mid-region), one longer
+        // than a piece within a region, one ending exactly at a region's end
+        let region = 512u64 << REGION_SHIFT; // bytes
+        let st = [0, 0, 1];
+        let off = [region / 2, 3 * region + 4096, 5 * region - 8192];
+        let sz = [(5 * region / 2) as u32, 3 << 20, 8192];
+        let (bitmap, ranges) = by_both_methods(&st, &off, &sz);
+        assert_eq!(bitmap, ranges);
+        assert_eq!(
+            bitmap.streams[0].unique_512,
+            (5 << REGION_SHIFT) / 2 + (3 << 11)
+        );
     }
 
     #[test]
@@ -880,11 +939,16 @@ mod tests {
 
     #[test]
     fn set_bits_sets_exactly_the_range() {
-        for start in 0..200u64 {
-            for end in start + 1..=256 {
-                let mut map = [0u64; 5];
-                set_bits(&mut map, start, end);
-                for bit in 0..320 {
+        for (start, end) in (0..200u64).flat_map(|s| (s + 1..=320).map(move |e| (s, e))) {
+            for short in [false, true] {
+                // with room after the span, so set_short takes its branch-free way
+                let mut map = [0u64; 10];
+                if short {
+                    set_short(&mut map, start, end);
+                } else {
+                    set_bits(&mut map, start, end);
+                }
+                for bit in 0..640 {
                     let set = map[bit as usize / 64] >> (bit % 64) & 1 == 1;
                     assert_eq!(
                         set,
