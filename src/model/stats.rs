@@ -1022,17 +1022,7 @@ mod tests {
         let ts: Vec<i64> = (0..n as i64).collect();
         f.update(Batch::new(&ts, &st, &vec![0; n], &off, &vec![512; n]).with_reuse(Some(&reuse)));
         // (kind, count) of each stream's transitions
-        let kinds = |id: u32| -> Vec<(u8, u64)> {
-            let mut by_kind: FxHashMap<u8, u64> = FxHashMap::default();
-            for t in f.streams[&id].transitions.values() {
-                for (c, iat) in &t.categories {
-                    *by_kind.entry(c.kind).or_insert(0) += iat.count;
-                }
-            }
-            let mut k: Vec<(u8, u64)> = by_kind.into_iter().collect();
-            k.sort_unstable();
-            k
-        };
+        let kinds = |id: u32| kind_counts(&f.streams[&id]);
         assert_eq!(kinds(1), vec![(KIND_REREF, 2)]);
         assert_eq!(kinds(0), vec![(KIND_RANDOM, 1), (KIND_REREF, 1)]);
         let reuse_count = |id: u32| {
