@@ -54,6 +54,14 @@ impl AlignedBuf {
         self.len = len;
     }
 
+    /// The whole buffer, as the kernel registers it (its address and length).
+    fn iovec(&self) -> libc::iovec {
+        libc::iovec {
+            iov_base: self.ptr.cast(),
+            iov_len: self.len,
+        }
+    }
+
     pub fn slice_mut(&mut self, len: usize) -> &mut [u8] {
         assert!(len <= self.len);
         // SAFETY: ptr points to self.len initialised bytes.
@@ -80,6 +88,11 @@ pub struct Uring {
     ring: IoUring,
     files: Vec<File>,
     bufs: Vec<AlignedBuf>,
+    /// The files are registered with the ring (requests name them by index).
+    fixed_files: bool,
+    /// Each slot's buffer as the ring has it registered (`None`: not registered, or none
+    /// can be: the slot's requests then pass their buffer as an address).
+    registered: Option<Vec<libc::iovec>>,
     inflight: usize,
     /// Flags every request IOSQE_ASYNC (see `new`).
     sqe_flags: io_uring::squeue::Flags,
@@ -90,6 +103,10 @@ pub struct Uring {
 /// How long a reap polls for a completion before it sleeps: a page-cache copy takes about a
 /// microsecond, a device read that misses the cache far longer than this.
 const POLL_NS: u64 = 50_000;
+const EMPTY_IOVEC: libc::iovec = libc::iovec {
+    iov_base: std::ptr::null_mut(),
+    iov_len: 0,
+};
 /// IORING_ENTER_GETEVENTS (linux/io_uring.h; the crate keeps its constants private).
 const ENTER_GETEVENTS: u32 = 1;
 
@@ -111,11 +128,19 @@ impl Uring {
     /// one arrives. Left to itself io-wq starts a worker per queued request, and on two cores
     /// the workers took turns with the engine: a context switch every seven requests and a
     /// quarter of the CPU idle.
+    ///
+    /// `direct`: the files are open with O_DIRECT; the ring then has them and the slots'
+    /// buffers registered (`register_buffer`), which spares the kernel looking up the file
+    /// and pinning the buffer's pages on every request (bench/engine's O_DIRECT reads:
+    /// 200k -> 207k IOPS). Page-cache reads lost with them: on tmpfs, where io-wq workers
+    /// do every copy, 1,017k IOPS fell to 940k with registered files and 680k with
+    /// registered buffers.
     pub fn new(
         files: Vec<File>,
         slots: usize,
         batched: bool,
         force_async: bool,
+        direct: bool,
         copiers: Option<&[usize]>,
     ) -> io::Result<Uring> {
         let entries = (slots.max(1) as u32).next_power_of_two().min(32768);
@@ -151,10 +176,20 @@ impl Uring {
             s.register_iowq_aff(&super::cpus::set_of(cpus)).is_ok()
                 && s.register_iowq_max_workers(&mut max).is_ok()
         });
+        // where the kernel refuses (before 5.13, or locked memory used up) requests pass
+        // their file and buffer plainly
+        let fds: Vec<_> = files.iter().map(|f| f.as_raw_fd()).collect();
+        let fixed_files = direct && ring.submitter().register_files(&fds).is_ok();
+        let registered = (direct && slots <= u16::MAX as usize)
+            .then(|| ring.submitter().register_buffers_sparse(slots as u32).ok())
+            .flatten()
+            .map(|()| vec![EMPTY_IOVEC; slots]);
         Ok(Uring {
             ring,
             files,
             bufs: (0..slots).map(|_| AlignedBuf::new(0)).collect(),
+            fixed_files,
+            registered,
             inflight: 0,
             sqe_flags: if force_async {
                 io_uring::squeue::Flags::ASYNC
@@ -190,6 +225,27 @@ impl Uring {
     }
 }
 
+impl Uring {
+    /// The index of `slot`'s registered buffer, registering it anew where it was (re)allocated
+    /// since; None where buffers cannot be registered. Only a free slot's buffer changes.
+    fn register_buffer(&mut self, slot: usize) -> Option<u16> {
+        let table = self.registered.as_mut()?;
+        let iov = self.bufs[slot].iovec();
+        let known = &mut table[slot];
+        if (known.iov_base, known.iov_len) != (iov.iov_base, iov.iov_len) {
+            // SAFETY: the buffer stays allocated until it is replaced here or the ring is
+            // dropped (`bufs` is dropped after `ring`, and a replaced buffer's slot was free)
+            let update = unsafe {
+                self.ring
+                    .submitter()
+                    .register_buffers_update(slot as u32, &[iov], None)
+            };
+            *known = if update.is_ok() { iov } else { EMPTY_IOVEC };
+        }
+        (!known.iov_base.is_null()).then_some(slot as u16)
+    }
+}
+
 impl Backend for Uring {
     fn submit(
         &mut self,
@@ -199,16 +255,32 @@ impl Backend for Uring {
         offset: u64,
         size: u32,
     ) -> io::Result<()> {
-        let fd = types::Fd(self.files[file].as_raw_fd());
-        let buf = &mut self.bufs[slot];
-        buf.ensure(size as usize);
-        let ptr = buf.slice_mut(size as usize).as_mut_ptr();
-        let sqe = match op {
-            0 => opcode::Read::new(fd, ptr, size).offset(offset).build(),
-            1 => opcode::Write::new(fd, ptr, size).offset(offset).build(),
-            _ => opcode::Fsync::new(fd)
-                .flags(types::FsyncFlags::DATASYNC)
-                .build(),
+        self.bufs[slot].ensure(size as usize);
+        let fixed_buf = self.register_buffer(slot);
+        let ptr = self.bufs[slot].slice_mut(size as usize).as_mut_ptr();
+        let raw = self.files[file].as_raw_fd();
+        // one request's entry, naming its file by index where the files are registered
+        macro_rules! entry {
+            ($fd:expr) => {
+                match (op, fixed_buf) {
+                    (0, Some(i)) => opcode::ReadFixed::new($fd, ptr, size, i)
+                        .offset(offset)
+                        .build(),
+                    (0, None) => opcode::Read::new($fd, ptr, size).offset(offset).build(),
+                    (1, Some(i)) => opcode::WriteFixed::new($fd, ptr, size, i)
+                        .offset(offset)
+                        .build(),
+                    (1, None) => opcode::Write::new($fd, ptr, size).offset(offset).build(),
+                    _ => opcode::Fsync::new($fd)
+                        .flags(types::FsyncFlags::DATASYNC)
+                        .build(),
+                }
+            };
+        }
+        let sqe = if self.fixed_files {
+            entry!(types::Fixed(file as u32))
+        } else {
+            entry!(types::Fd(raw))
         }
         .user_data(slot as u64)
         .flags(self.sqe_flags);

@@ -334,6 +334,7 @@ pub fn run(cfg: &Config, source: Source, progress: Arc<Progress>) -> Result<RunR
                 slots,
                 closed,
                 closed && !cfg.direct,
+                cfg.direct,
                 split.as_ref().map(|s| &s.workers[..]),
             )
             .map_err(|e| format!("io_uring is not available here: {e} (use --engine threads)"))?,
