@@ -212,7 +212,7 @@ def test_direct_writes_land_from_registered_buffers(tmp_path: Path, mode: str) -
     rec = eng.record_trace(r, space="target").df.sort("offset")
     assert rec["offset"].to_list() == offsets.tolist()
     data = target.read_bytes()
-    for off, size in zip(offsets.tolist(), sizes):
+    for off, size in zip(offsets.tolist(), sizes, strict=True):
         assert data[off : off + size] == _pattern(size)
         assert data[off + size : off + 2 * size] == bytes(size)  # the gap: untouched
 
