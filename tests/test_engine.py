@@ -180,7 +180,6 @@ def test_direct_io_aligns_everything(tmp_path: Path) -> None:
     assert (rec["offset"] + rec["size"].cast(pl.UInt64)).max() <= 1 << 20
 
 
-
 def _pattern(size: int) -> bytes:
     """What the engine's buffers hold before any read lands in them (io_uring.rs)."""
     return bytes(((i * 31 + 0x5A) & 0xFF) | 1 for i in range(size))
@@ -215,6 +214,7 @@ def test_direct_writes_land_from_registered_buffers(tmp_path: Path, mode: str) -
     for off, size in zip(offsets.tolist(), sizes, strict=True):
         assert data[off : off + size] == _pattern(size)
         assert data[off + size : off + 2 * size] == bytes(size)  # the gap: untouched
+
 
 # -- device refusals ---------------------------------------------------------------------
 
