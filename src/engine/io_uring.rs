@@ -200,6 +200,31 @@ impl Uring {
         })
     }
 
+    /// The index of `slot`'s registered buffer, registering it anew where it was (re)allocated
+    /// since; None where buffers cannot be registered. Only a free slot's buffer changes.
+    fn register_buffer(&mut self, slot: usize) -> Option<u16> {
+        let table = self.registered.as_mut()?;
+        let iov = self.bufs[slot].iovec();
+        let known = &mut table[slot];
+        if (known.iov_base, known.iov_len) != (iov.iov_base, iov.iov_len) {
+            // SAFETY: the buffer stays allocated until it is replaced here or the ring is
+            // dropped (`bufs` is dropped after `ring`, and a replaced buffer's slot was free)
+            let update = unsafe {
+                self.ring
+                    .submitter()
+                    .register_buffers_update(slot as u32, &[iov], None)
+            };
+            if update.is_err() {
+                // locked memory used up: every slot passes its buffer plainly from now on,
+                // rather than asking the kernel again on each request
+                self.registered = None;
+                return None;
+            }
+            *known = iov;
+        }
+        Some(slot as u16)
+    }
+
     /// Runs the ring's deferred completion work until a completion is posted or `POLL_NS`
     /// (at most `wait`) passed; returns what is left of `wait` when none was.
     fn poll_completions(&mut self, wait: Duration) -> io::Result<Option<Duration>> {
@@ -225,27 +250,6 @@ impl Uring {
     }
 }
 
-impl Uring {
-    /// The index of `slot`'s registered buffer, registering it anew where it was (re)allocated
-    /// since; None where buffers cannot be registered. Only a free slot's buffer changes.
-    fn register_buffer(&mut self, slot: usize) -> Option<u16> {
-        let table = self.registered.as_mut()?;
-        let iov = self.bufs[slot].iovec();
-        let known = &mut table[slot];
-        if (known.iov_base, known.iov_len) != (iov.iov_base, iov.iov_len) {
-            // SAFETY: the buffer stays allocated until it is replaced here or the ring is
-            // dropped (`bufs` is dropped after `ring`, and a replaced buffer's slot was free)
-            let update = unsafe {
-                self.ring
-                    .submitter()
-                    .register_buffers_update(slot as u32, &[iov], None)
-            };
-            *known = if update.is_ok() { iov } else { EMPTY_IOVEC };
-        }
-        (!known.iov_base.is_null()).then_some(slot as u16)
-    }
-}
-
 impl Backend for Uring {
     fn submit(
         &mut self,
@@ -258,7 +262,6 @@ impl Backend for Uring {
         self.bufs[slot].ensure(size as usize);
         let fixed_buf = self.register_buffer(slot);
         let ptr = self.bufs[slot].slice_mut(size as usize).as_mut_ptr();
-        let raw = self.files[file].as_raw_fd();
         // one request's entry, naming its file by index where the files are registered
         macro_rules! entry {
             ($fd:expr) => {
@@ -280,7 +283,7 @@ impl Backend for Uring {
         let sqe = if self.fixed_files {
             entry!(types::Fixed(file as u32))
         } else {
-            entry!(types::Fd(raw))
+            entry!(types::Fd(self.files[file].as_raw_fd()))
         }
         .user_data(slot as u64)
         .flags(self.sqe_flags);
