@@ -5,9 +5,8 @@
 //! (Python). Every per-stream counter is kept once per stream and the whole-trace figures are
 //! sums over streams, so each record touches one accumulator.
 
-use super::footprint::{FootprintWork, Footprints, Piece};
+use super::footprint::{BitmapWindow, FootprintWork, Footprints, Grouped, Piece, NO_SLOT};
 use rustc_hash::FxHashMap;
-use std::sync::OnceLock;
 
 /// Borrowed canonical columns, all of the same length.
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +159,26 @@ pub fn characterize(cols: &TraceColumns, params: &Params) -> Result<Summary, Str
 /// row groups arrive): the same counts as for the concatenated columns, without copying
 /// them into one.
 pub fn characterize_pieces(pieces: &[TraceColumns], params: &Params) -> Result<Summary, String> {
+    let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
+    let parts = if rows < PARALLEL_ROWS {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, MAX_PARTS))
+    };
+    characterize_parts(pieces, params, parts)
+}
+
+/// The most threads that count a trace's rows.
+const MAX_PARTS: usize = 8;
+
+/// `characterize_pieces` with the rows cut into `parts` runs of consecutive rows, each
+/// counted by its own thread in one pass that also groups its requests for the footprint;
+/// the parts' counters then merge, in order, as if one pass had made them.
+fn characterize_parts(
+    pieces: &[TraceColumns],
+    params: &Params,
+    parts: usize,
+) -> Result<Summary, String> {
     for cols in pieces {
         check_lengths(cols)?;
         if cols.seq.is_some() || cols.run_start.is_some() {
@@ -176,48 +195,94 @@ pub fn characterize_pieces(pieces: &[TraceColumns], params: &Params) -> Result<S
         extent.max_end
     };
     let grid = WindowGrid::new(extent.span(), params.window_ns)?;
-    let columns: Vec<Piece> = pieces
-        .iter()
-        .map(|c| (c.stream, c.offset, c.size))
-        .collect();
-    // A second thread groups the requests for the footprint while this one makes the pass,
-    // then both count the footprint's regions (whichever thread comes first groups).
-    let work = OnceLock::new();
-    let group = || {
-        FootprintWork::new(
-            &columns,
-            extent.max_stream,
-            extent.min_offset,
-            extent.max_end,
-        )
+    let window = BitmapWindow::new(extent.min_offset, extent.max_end);
+    let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
+    let max_streams = window.max_streams(rows);
+    let count = |part: &Rows| {
+        let groups = Grouped::with_room(window, part.rows(), max_streams);
+        let mut tally = Tally::new(params, capacity, &extent, grid.as_ref());
+        tally.groups = groups.map_or(Groups::GaveUp, Groups::On);
+        let mut tally = count_rows(part, grid.as_ref(), tally);
+        if let Groups::On(g) = &mut tally.groups {
+            g.flush(); // by the thread that grouped
+        }
+        tally
     };
-    let (tally, counted) = std::thread::scope(|scope| {
-        let helper = scope.spawn(|| work.get_or_init(group).count());
-        let tally = count_pieces(pieces, params, capacity, &extent, grid.as_ref());
-        let mine = work.get_or_init(group).count();
-        (
-            tally,
-            vec![mine, helper.join().expect("footprint thread panicked")],
-        )
+    let split = Rows::split(pieces, parts);
+    let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        let others: Vec<_> = split[1..]
+            .iter()
+            .map(|part| scope.spawn(|| count(part)))
+            .collect();
+        let first = count(&split[0]);
+        std::iter::once(first)
+            .chain(
+                others
+                    .into_iter()
+                    .map(|h| h.join().expect("counting thread panicked")),
+            )
+            .collect()
     });
-    let blocks = work
-        .into_inner()
-        .expect("footprint grouped")
-        .finish(counted);
-    Ok(tally.into_counts().finish(grid.as_ref(), blocks))
+    let (tally, work) = Tally::merge(tallies, max_streams);
+    let work = work.unwrap_or_else(|| {
+        let columns: Vec<Piece> = pieces
+            .iter()
+            .map(|c| (c.stream, c.offset, c.size))
+            .collect();
+        FootprintWork::by_ranges(&columns, extent.max_stream, extent.max_end)
+    });
+    Ok(tally.into_counts().finish(grid.as_ref(), work.footprints()))
 }
 
-/// The main pass over a whole trace's pieces, in order.
-fn count_pieces(
-    pieces: &[TraceColumns],
-    params: &Params,
-    capacity: u64,
-    extent: &Extent,
-    grid: Option<&WindowGrid>,
-) -> Tally {
-    let mut tally = Tally::new(params, capacity, extent, grid);
-    let (mut base, mut prev_end) = (0, None);
-    for cols in pieces {
+/// Consecutive rows of a trace, as pieces: where they start in the whole trace, and the end
+/// of the request just before them.
+struct Rows<'a> {
+    pieces: Vec<TraceColumns<'a>>,
+    base: u64,
+    prev_end: Option<u64>,
+}
+
+impl<'a> Rows<'a> {
+    /// The trace cut into `parts` runs of (nearly) equal length.
+    fn split(pieces: &[TraceColumns<'a>], parts: usize) -> Vec<Rows<'a>> {
+        let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
+        let parts = parts.max(1);
+        let cuts: Vec<usize> = (0..=parts).map(|j| rows * j / parts).collect();
+        let mut out: Vec<Rows> = cuts[..parts]
+            .iter()
+            .map(|&lo| Rows {
+                pieces: Vec::new(),
+                base: lo as u64,
+                prev_end: None,
+            })
+            .collect();
+        let mut start = 0;
+        for cols in pieces {
+            let end = start + cols.ts_ns.len();
+            for (j, part) in out.iter_mut().enumerate() {
+                let (lo, hi) = (cuts[j].max(start), cuts[j + 1].min(end));
+                if lo < hi {
+                    part.pieces.push(cols.rows(lo - start..hi - start));
+                }
+                if cuts[j] > start && cuts[j] <= end {
+                    let last = cuts[j] - start - 1; // the row just before the part
+                    part.prev_end = Some(cols.offset[last].saturating_add(cols.size[last] as u64));
+                }
+            }
+            start = end;
+        }
+        out
+    }
+
+    fn rows(&self) -> usize {
+        self.pieces.iter().map(|c| c.ts_ns.len()).sum()
+    }
+}
+
+/// The main pass over consecutive rows, piece by piece.
+fn count_rows(part: &Rows, grid: Option<&WindowGrid>, mut tally: Tally) -> Tally {
+    let (mut base, mut prev_end) = (part.base, part.prev_end);
+    for cols in &part.pieces {
         let mut pass = Pass {
             cols,
             grid,
@@ -473,6 +538,9 @@ struct Acc {
     /// Rows (in the whole trace) of the stream's first and latest requests.
     first_index: u64,
     last_index: u64,
+    /// Where the stream's first request starts (its jump, when an earlier part of the trace
+    /// has the stream too, is counted when the parts merge), and where its latest one ends.
+    first_offset: u64,
     last_end: u64,
     sequential: u64,
     backward: u64,
@@ -500,6 +568,7 @@ impl Acc {
             last_ts: 0,
             first_index: 0,
             last_index: 0,
+            first_offset: 0,
             last_end: 0,
             sequential: 0,
             backward: 0,
@@ -528,6 +597,36 @@ impl Acc {
             let requests = self.requests - self.requests_before_window;
             self.windows.push((self.window, requests));
         }
+    }
+
+    /// Adds the counters of the same stream in the rows that follow (`later`), and the jump
+    /// between the two (its bucket is returned).
+    fn absorb(&mut self, mut later: Acc, threshold: u64) -> usize {
+        let (prev, next) = (self.last_end, later.first_offset);
+        self.sequential += (next == prev) as u64 + later.sequential;
+        self.backward += (next < prev) as u64 + later.backward;
+        let beyond = next.wrapping_sub(prev) > threshold;
+        self.relaxed_breaks += ((next < prev) | beyond) as u64 + later.relaxed_breaks;
+        // both window lists closed, a window both parts count merged
+        self.close_window();
+        later.close_window();
+        for (window, requests) in later.windows {
+            match self.windows.last_mut() {
+                Some(last) if last.0 == window => last.1 += requests,
+                _ => self.windows.push((window, requests)),
+            }
+        }
+        self.window = NO_WINDOW;
+        self.requests += later.requests;
+        for (mine, theirs) in self.ops.iter_mut().zip(later.ops) {
+            *mine += theirs;
+        }
+        self.size_sum += later.size_sum;
+        self.latency_sum += later.latency_sum;
+        self.global_runs += later.global_runs;
+        (self.last_ts, self.last_index, self.last_end) =
+            (later.last_ts, later.last_index, later.last_end);
+        jump_bucket_between(prev, next)
     }
 
     /// The stream's counters (`locality` aside) and its (window, requests) in time order.
@@ -647,6 +746,17 @@ struct Tally {
     small_sizes: Vec<u64>,
     size_counts: FxHashMap<u32, u64>,
     jump_log2: Vec<u64>,
+    /// The requests grouped for the footprint in the same pass, when it is wanted.
+    groups: Groups,
+}
+
+/// Whether the pass groups its requests for the footprint's bitmaps.
+enum Groups {
+    /// Not wanted (the footprint is counted elsewhere).
+    Off,
+    On(Grouped),
+    /// The bitmaps do not fit: the footprint is counted by ranges after the pass.
+    GaveUp,
 }
 
 impl<'a> Pass<'a> {
@@ -743,6 +853,11 @@ impl<'a> Pass<'a> {
             if let Some(bucket) = t.record(slot, &request) {
                 t.jump_log2[bucket] += 1;
             }
+            if let Groups::On(g) = &mut t.groups {
+                if size != 0 {
+                    g.add(slot, offset, size);
+                }
+            }
             let range = t.ranges.index(offset);
             t.locality[slot * t.leaves + range] += 1;
             match (size as usize).checked_shr(9) {
@@ -774,10 +889,20 @@ impl Tally {
     fn slot(&mut self, stream: u32) -> usize {
         let slot = self.slots.get_or_insert(stream, self.accs.len());
         if slot == self.accs.len() {
-            self.accs.push(Acc::new(stream));
-            self.locality.resize(self.locality.len() + self.leaves, 0);
+            self.new_slot(stream);
         }
         slot
+    }
+
+    #[inline(never)]
+    fn new_slot(&mut self, stream: u32) {
+        self.accs.push(Acc::new(stream));
+        self.locality.resize(self.locality.len() + self.leaves, 0);
+        if let Groups::On(g) = &mut self.groups {
+            if !g.add_stream() {
+                self.groups = Groups::GaveUp; // frees the buckets at once
+            }
+        }
     }
 
     /// Updates one stream's counters with a request; returns its jump's bucket, if it has a
@@ -786,7 +911,7 @@ impl Tally {
     fn record(&mut self, slot: usize, r: &Request) -> Option<usize> {
         let a = &mut self.accs[slot];
         let jump = if a.requests == 0 {
-            (a.first_ts, a.first_index) = (r.ts, r.pos);
+            (a.first_ts, a.first_index, a.first_offset) = (r.ts, r.pos, r.offset);
             None
         } else {
             let prev = a.last_end;
@@ -822,7 +947,82 @@ impl Tally {
             small_sizes: vec![0; SMALL_SIZES],
             size_counts: FxHashMap::default(),
             jump_log2: vec![0; JUMP_BUCKETS],
+            groups: Groups::Off,
         }
+    }
+
+    /// The counters of consecutive parts of a trace merged in order, and their grouped
+    /// requests with each part's slot of every merged stream (None when a part's bitmaps
+    /// did not fit, or all the streams' do not).
+    fn merge(tallies: Vec<Tally>, max_streams: usize) -> (Tally, Option<FootprintWork>) {
+        let mut tallies = tallies.into_iter();
+        let mut whole = tallies.next().expect("at least one part");
+        let mut groups = Vec::new();
+        let mut take = |t: &mut Tally| match std::mem::replace(&mut t.groups, Groups::Off) {
+            Groups::On(g) => groups.push(g),
+            Groups::Off | Groups::GaveUp => {}
+        };
+        take(&mut whole);
+        let mut maps: Vec<Vec<u32>> = vec![(0..whole.accs.len() as u32).collect()];
+        for mut later in tallies {
+            take(&mut later);
+            maps.push(whole.absorb(later));
+        }
+        let streams = whole.accs.len();
+        if groups.len() < maps.len() || streams > max_streams {
+            return (whole, None);
+        }
+        // each part's slot of every merged stream
+        let slots = maps
+            .iter()
+            .map(|map| {
+                let mut slot_of = vec![NO_SLOT; streams];
+                for (slot, &merged) in map.iter().enumerate() {
+                    slot_of[merged as usize] = slot as u32;
+                }
+                slot_of
+            })
+            .collect();
+        (whole, Some(FootprintWork::of_parts(groups, slots)))
+    }
+
+    /// Adds the counters of the rows that follow; returns each of their slots' slot here.
+    fn absorb(&mut self, later: Tally) -> Vec<u32> {
+        let leaves = self.leaves;
+        let mut map = Vec::with_capacity(later.accs.len());
+        for (acc, locality) in later
+            .accs
+            .into_iter()
+            .zip(later.locality.chunks_exact(leaves))
+        {
+            let slot = self.slots.get_or_insert(acc.stream, self.accs.len());
+            if slot == self.accs.len() {
+                self.accs.push(acc);
+                self.locality.extend_from_slice(locality);
+            } else {
+                let bucket = self.accs[slot].absorb(acc, self.threshold);
+                self.jump_log2[bucket] += 1;
+                let mine = &mut self.locality[slot * leaves..(slot + 1) * leaves];
+                for (a, b) in mine.iter_mut().zip(locality) {
+                    *a += b;
+                }
+            }
+            map.push(slot as u32);
+        }
+        let sums = [
+            (&mut self.window_counts, &later.window_counts),
+            (&mut self.small_sizes, &later.small_sizes),
+            (&mut self.jump_log2, &later.jump_log2),
+        ];
+        for (mine, theirs) in sums {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b;
+            }
+        }
+        for (size, n) in later.size_counts {
+            *self.size_counts.entry(size).or_insert(0) += n;
+        }
+        map
     }
 
     fn into_counts(self) -> Counts {
@@ -1236,6 +1436,97 @@ mod tests {
                 characterize_pieces(&pieces, &params()).unwrap(),
                 whole,
                 "{cuts:?}"
+            );
+        }
+    }
+
+    /// Requests of `streams` streams over `span` bytes, a third continuing their stream's
+    /// previous request, some of size 0, with latencies.
+    fn mixed(n: usize, streams: u64, span: u64, seed: u64) -> (Owned, Vec<i64>) {
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ends = vec![0u64; streams as usize];
+        let (mut ts, mut st, mut op, mut off, mut sz, mut lat) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
+        for i in 0..n {
+            let r = next();
+            let s = (r % streams) as usize;
+            let size = if r % 97 == 0 {
+                0
+            } else {
+                512 << ((r >> 8) % 6)
+            };
+            let o = if (r >> 16) % 3 == 0 {
+                ends[s]
+            } else {
+                ((r >> 20) % (span / 512)) * 512
+            };
+            ends[s] = o + size as u64;
+            ts.push(i as i64 * 1_000_000 + (r >> 50) as i64);
+            st.push(s as u32 * 3 + 1);
+            op.push((r >> 40) as u8 % 3);
+            off.push(o);
+            sz.push(size);
+            lat.push((r >> 44) as i64);
+        }
+        ((ts, st, op, off, sz), lat)
+    }
+
+    #[test]
+    fn parts_count_as_the_whole() {
+        // few and many streams over small address spans (bitmaps), over one where the
+        // bitmaps stop fitting at the 40th stream, and over a large one (ranges); cut into
+        // 2, 3 and 8 parts, and into pieces that the cuts split
+        for (k, &(streams, span)) in [(3, 1u64 << 24), (40, 1 << 22), (40, 1 << 26), (5, 1 << 46)]
+            .iter()
+            .enumerate()
+        {
+            let ((ts, st, op, off, sz), lat) = mixed(20_000, streams, span, k as u64 + 7);
+            let whole = TraceColumns {
+                latency_ns: Some(&lat),
+                ..TraceColumns::new(&ts, &st, &op, &off, &sz)
+            };
+            let p = Params {
+                window_ns: 1_000_000_000,
+                ..params()
+            };
+            let one = characterize_parts(&[whole], &p, 1).unwrap();
+            assert_eq!(one.streams.len(), streams as usize);
+            let pieces = [
+                whole.rows(0..7_000),
+                whole.rows(7_000..7_001),
+                whole.rows(7_001..20_000),
+            ];
+            for parts in [2, 3, 8] {
+                assert_eq!(
+                    characterize_parts(&[whole], &p, parts).unwrap(),
+                    one,
+                    "{k} {parts}"
+                );
+                assert_eq!(
+                    characterize_parts(&pieces, &p, parts).unwrap(),
+                    one,
+                    "{k} {parts}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn parts_count_the_hand_trace() {
+        let (ts, st, op, off, sz) = hand_trace();
+        let cols = TraceColumns::new(&ts, &st, &op, &off, &sz);
+        let whole = characterize(&cols, &params()).unwrap();
+        for parts in 2..=10 {
+            assert_eq!(
+                characterize_parts(&[cols], &params(), parts).unwrap(),
+                whole,
+                "{parts}"
             );
         }
     }

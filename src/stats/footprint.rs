@@ -66,31 +66,28 @@ pub fn footprints_of(
     min_offset: u64,
     max_end: u64,
 ) -> Footprints {
-    let work = FootprintWork::new(pieces, max_stream, min_offset, max_end);
-    let parts = if work.spans() < PARALLEL_SPANS {
-        vec![work.count()]
-    } else {
-        // two threads take regions in turn
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| work.count());
-            vec![work.count(), other.join().expect("bitmap thread panicked")]
-        })
-    };
-    work.finish(parts)
+    FootprintWork::new(pieces, max_stream, min_offset, max_end).footprints()
 }
 
 /// Below this many spans one thread counts all regions.
 const PARALLEL_SPANS: usize = 1 << 16;
 
-/// A trace's footprints in two steps, so that threads can share the second: `new` groups
-/// the requests (one thread), then any number of threads may `count` at once (they take
-/// the address regions in turn), and `finish` adds up what they counted.
+/// A trace's footprints in two steps, so that threads can share the second: the requests are
+/// grouped first (by one thread, or by several, each its own consecutive rows: `parts`),
+/// then any number of threads may `count` at once (they take the address regions in turn),
+/// and `finish` adds up what they counted.
 pub struct FootprintWork {
-    grouped: Option<Grouped>,
+    parts: Vec<Grouped>,
+    /// For each part, each stream's slot in it (streams in the whole trace's order of first
+    /// appearance), or `NO_SLOT`.
+    slots: Vec<Vec<u32>>,
     next: AtomicUsize,
     /// The footprints, when the bitmaps did not fit and the ranges gave them at once.
     done: Option<Footprints>,
 }
+
+/// A stream that has no request in a part.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 
 /// What one thread counted: the union's blocks and each stream's.
 pub type Counted = (BlockCounts, Vec<BlockCounts>);
@@ -100,38 +97,145 @@ impl FootprintWork {
         let window = BitmapWindow::new(min_offset, max_end);
         let requests = pieces.iter().map(|p| p.0.len()).sum();
         // The bitmaps give up (None) as soon as the streams seen outgrow them.
-        let grouped = Grouped::new(pieces, max_stream, window, window.max_streams(requests));
-        let done = grouped
-            .is_none()
-            .then(|| by_ranges(pieces, max_stream, max_end));
+        match Grouped::new(pieces, max_stream, window, window.max_streams(requests)) {
+            Some(g) => {
+                let identity = (0..g.requested.len() as u32).collect();
+                FootprintWork::of_parts(vec![g], vec![identity])
+            }
+            None => FootprintWork::by_ranges(pieces, max_stream, max_end),
+        }
+    }
+
+    /// Parts grouped by several threads (`Grouped::with_room`, `add_stream`, `add`), with
+    /// each part's slot of every stream of the whole trace (`NO_SLOT` where it has none).
+    pub(crate) fn of_parts(parts: Vec<Grouped>, slots: Vec<Vec<u32>>) -> Self {
         FootprintWork {
-            grouped,
+            parts,
+            slots,
             next: AtomicUsize::new(0),
-            done,
+            done: None,
+        }
+    }
+
+    /// The footprints by sorting ranges, when the bitmaps do not fit.
+    pub(crate) fn by_ranges(pieces: &[Piece], max_stream: u32, max_end: u64) -> Self {
+        FootprintWork {
+            parts: Vec::new(),
+            slots: Vec::new(),
+            next: AtomicUsize::new(0),
+            done: Some(by_ranges(pieces, max_stream, max_end)),
         }
     }
 
     fn spans(&self) -> usize {
-        self.grouped.as_ref().map_or(0, |g| g.spans)
+        self.parts.iter().map(|g| g.spans).sum()
+    }
+
+    /// Counts the regions, with two threads taking them in turn when there are many spans,
+    /// and finishes.
+    pub fn footprints(self) -> Footprints {
+        let parts = if self.spans() < PARALLEL_SPANS {
+            vec![self.count()]
+        } else {
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| self.count());
+                vec![self.count(), other.join().expect("bitmap thread panicked")]
+            })
+        };
+        self.finish(parts)
+    }
+
+    fn streams(&self) -> usize {
+        self.slots.first().map_or(0, Vec::len)
     }
 
     /// Counts regions until none is left (nothing when the ranges gave the footprints).
+    /// With AVX2 where the CPU has it (the words' bits are counted four at a time), else
+    /// popcnt (the baseline x86-64 target has neither, and counting bits without them took
+    /// most of the time).
     pub fn count(&self) -> Counted {
-        match &self.grouped {
-            Some(g) => g.count(&self.next),
-            None => (BlockCounts::default(), Vec::new()),
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("popcnt") {
+                // SAFETY: the CPU has both features (checked just above), the only ones the
+                // function enables.
+                return unsafe { self.count_avx2() };
+            }
+            if std::is_x86_feature_detected!("popcnt") {
+                // SAFETY: as above, for popcnt.
+                return unsafe { self.count_popcnt() };
+            }
+        }
+        self.count_portable()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn count_avx2(&self) -> Counted {
+        self.count_portable()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn count_popcnt(&self) -> Counted {
+        self.count_portable()
+    }
+
+    /// Each region this thread takes: every stream's pieces there, from every part, set in
+    /// one small bitmap, counted, OR-ed into the region's union and cleared.
+    #[inline(always)]
+    fn count_portable(&self) -> Counted {
+        let Some(regions) = self.parts.first().map(|g| g.regions) else {
+            return (BlockCounts::default(), Vec::new());
+        };
+        let (mut total, mut per_stream) = (
+            BlockCounts::default(),
+            vec![BlockCounts::default(); self.streams()],
+        );
+        let (mut bits, mut union) = (vec![0u64; REGION_WORDS], vec![0u64; REGION_WORDS]);
+        loop {
+            let region = self.next.fetch_add(1, Ordering::Relaxed);
+            if region >= regions {
+                return (total, per_stream);
+            }
+            let mut touched = false;
+            for (stream, counts) in per_stream.iter_mut().enumerate() {
+                let mut set = false;
+                for (part, slots) in self.parts.iter().zip(&self.slots) {
+                    let slot = slots[stream];
+                    if slot == NO_SLOT {
+                        continue;
+                    }
+                    set |= part.set_bucket(slot as usize * regions + region, &mut bits);
+                }
+                if set {
+                    drain_words(counts, &mut bits, &mut union);
+                    touched = true;
+                }
+            }
+            if touched {
+                add_words(&mut total, &union);
+                union.fill(0);
+            }
         }
     }
 
     /// The footprints from what the threads counted (each thread's `count`).
     pub fn finish(self, parts: Vec<Counted>) -> Footprints {
-        let Some(grouped) = self.grouped else {
-            return self.done.expect("footprints by ranges");
-        };
+        if let Some(done) = self.done {
+            return done;
+        }
         let mut f = Footprints {
             total: BlockCounts::default(),
-            streams: grouped.streams.counts,
+            streams: vec![BlockCounts::default(); self.streams()],
         };
+        for (part, slots) in self.parts.iter().zip(&self.slots) {
+            for (counts, &slot) in f.streams.iter_mut().zip(slots) {
+                if slot != NO_SLOT {
+                    counts.requested_512 += part.requested[slot as usize];
+                }
+            }
+        }
         for (total, streams) in parts {
             f.total.unique_512 += total.unique_512;
             f.total.unique_4k += total.unique_4k;
@@ -179,13 +283,13 @@ impl Streams {
 /// The 512-byte blocks a bitmap covers: `words` 64-bit words from block `base`, a multiple of
 /// 64 so that every 4 KiB block is one byte of a word.
 #[derive(Debug, Clone, Copy)]
-struct BitmapWindow {
+pub(crate) struct BitmapWindow {
     base: u64,
     words: u64,
 }
 
 impl BitmapWindow {
-    fn new(min_offset: u64, max_end: u64) -> BitmapWindow {
+    pub(crate) fn new(min_offset: u64, max_end: u64) -> BitmapWindow {
         let base = (min_offset >> SECTOR_SHIFT) & !63;
         let end = max_end.div_ceil(1 << SECTOR_SHIFT);
         BitmapWindow {
@@ -202,7 +306,7 @@ impl BitmapWindow {
     }
 
     /// The most streams whose bitmaps fit (`fits`).
-    fn max_streams(&self, requests: usize) -> usize {
+    pub(crate) fn max_streams(&self, requests: usize) -> usize {
         let limit =
             (BITMAP_BUDGET_BYTES / 8).min(BITMAP_WORDS_PER_REQUEST.saturating_mul(requests as u64));
         match limit.checked_div(self.words) {
@@ -230,69 +334,103 @@ const BLOCK: usize = 1024;
 ///
 /// Bucket `slot * regions + region` holds the pieces of a stream slot in an address region:
 /// those of its blocks (`pieces[k * BLOCK..]` for each block k in `blocks`, the last one up
-/// to `cursor`).
-struct Grouped {
+/// to `cursor`). Slots are given by the caller, in order (`add_stream`), so that a pass that
+/// already numbers its streams groups in the same loop.
+///
+/// Each bucket stages its pieces a cache line at a time and writes full lines out with
+/// streaming stores: a piece stored straight into its bucket's line in memory waited for
+/// that line to be read first, and those waits filled the store buffer and stalled the pass.
+pub(crate) struct Grouped {
     base: u64,
     regions: usize,
-    pieces: Vec<u32>,
+    pieces: Lines,
+    /// Each bucket's line being filled.
+    staged: Vec<Line>,
     blocks: Vec<Vec<u32>>,
     /// Where each bucket's next piece goes (0: it has no block yet or its block is full).
     cursor: Vec<usize>,
     next_block: usize,
     spans: usize,
-    streams: Streams,
+    /// 512-byte blocks requested, per slot.
+    requested: Vec<u64>,
+    max_streams: usize,
 }
 
 impl Grouped {
-    /// Groups the requests in one pass; None past `max_streams` streams.
+    /// Empty buckets with room for `rows` requests' pieces in `window`; None when not even
+    /// one stream's bitmap fits (`max_streams` is 0).
+    pub(crate) fn with_room(
+        window: BitmapWindow,
+        rows: usize,
+        max_streams: usize,
+    ) -> Option<Grouped> {
+        if max_streams == 0 {
+            return None;
+        }
+        let g = Grouped {
+            base: window.base,
+            regions: (window.words as usize).div_ceil(REGION_WORDS),
+            // room for every request's piece and the partly filled blocks
+            pieces: Lines::zeroed(rows + rows / 4 + 64 * BLOCK),
+            staged: Vec::new(),
+            blocks: Vec::new(),
+            cursor: Vec::new(),
+            next_block: 0,
+            spans: 0,
+            requested: Vec::new(),
+            max_streams,
+        };
+        Some(g)
+    }
+
+    /// Groups a trace's requests in one pass; None past `max_streams` streams.
     fn new(
         pieces: &[Piece],
         max_stream: u32,
         window: BitmapWindow,
         max_streams: usize,
     ) -> Option<Grouped> {
-        if max_streams == 0 {
-            return None;
-        }
-        let rows: usize = pieces.iter().map(|p| p.0.len()).sum();
-        let mut g = Grouped {
-            base: window.base,
-            regions: (window.words as usize).div_ceil(REGION_WORDS),
-            // room for every request's piece and the partly filled blocks: pages only
-            // become memory when written
-            pieces: vec![0; rows + rows / 4 + 64 * BLOCK],
-            blocks: Vec::new(),
-            cursor: Vec::new(),
-            next_block: 0,
-            spans: 0,
-            streams: Streams::new(max_stream),
-        };
-        advise_huge_pages(&mut g.pieces);
+        let rows = pieces.iter().map(|p| p.0.len()).sum();
+        let mut g = Grouped::with_room(window, rows, max_streams)?;
+        let mut slots = Slots::new(max_stream);
         for &(stream, offset, size) in pieces {
             for i in 0..stream.len() {
-                let known = g.streams.counts.len();
-                let slot = g.streams.slot(stream[i]);
-                if slot == known {
-                    // a new stream: its bitmap must still fit, and its regions get buckets
-                    if known == max_streams {
-                        return None;
-                    }
-                    g.blocks.resize_with((known + 1) * g.regions, Vec::new);
-                    g.cursor.resize((known + 1) * g.regions, 0);
+                let known = g.requested.len();
+                let slot = slots.get_or_insert(stream[i], known);
+                if slot == known && !g.add_stream() {
+                    return None;
                 }
                 if size[i] != 0 {
                     g.add(slot, offset[i], size[i]);
                 }
             }
         }
+        g.flush();
         Some(g)
     }
 
-    /// Adds a request's span: one piece, unless it crosses a region or is very long.
+    /// Buckets for the next slot; false when its bitmap would no longer fit.
+    #[inline(never)]
+    pub(crate) fn add_stream(&mut self) -> bool {
+        let known = self.requested.len();
+        if known == self.max_streams {
+            return false;
+        }
+        self.blocks
+            .resize_with((known + 1) * self.regions, Vec::new);
+        self.cursor.resize((known + 1) * self.regions, 0);
+        self.staged
+            .resize((known + 1) * self.regions, Line([0; LINE]));
+        self.requested.push(0);
+        true
+    }
+
+    /// Adds the span of a request of `size` > 0 bytes: one piece, unless it crosses a region
+    /// or is very long.
     #[inline(always)]
-    fn add(&mut self, slot: usize, offset: u64, size: u32) {
+    pub(crate) fn add(&mut self, slot: usize, offset: u64, size: u32) {
         let (first, end) = blocks(offset, size);
-        self.streams.counts[slot].requested_512 += end - first;
+        self.requested[slot] += end - first;
         self.spans += 1;
         let (start, len) = (first - self.base, end - first);
         let at = start & ((1 << REGION_SHIFT) - 1);
@@ -323,8 +461,11 @@ impl Grouped {
         if at.is_multiple_of(BLOCK) {
             at = self.new_block(bucket);
         }
-        self.pieces[at] = piece;
+        self.staged[bucket].0[at % LINE] = piece;
         self.cursor[bucket] = at + 1;
+        if (at + 1).is_multiple_of(LINE) {
+            stream_line(self.pieces.line(at / LINE), &self.staged[bucket]);
+        }
     }
 
     /// A fresh block for a bucket; returns where its first piece goes.
@@ -332,96 +473,142 @@ impl Grouped {
     fn new_block(&mut self, bucket: usize) -> usize {
         let start = self.next_block * BLOCK;
         if start + BLOCK > self.pieces.len() {
-            let grown = (start + BLOCK).max(self.pieces.len() + self.pieces.len() / 2);
-            self.pieces.resize(grown, 0);
+            let grown = (start + BLOCK).max(self.pieces.len() * 3 / 2);
+            self.pieces.grow(grown, start);
         }
         self.blocks[bucket].push(self.next_block as u32);
         self.next_block += 1;
         start
     }
 
-    /// The pieces of bucket `bucket`, a block at a time.
-    fn bucket(&self, bucket: usize) -> impl Iterator<Item = &[u32]> {
+    /// Writes out the lines still being filled; the pieces are complete after this.
+    pub(crate) fn flush(&mut self) {
+        for (bucket, &at) in self.cursor.iter().enumerate() {
+            let pending = at % LINE;
+            if pending > 0 {
+                self.pieces.line(at / LINE).0[..pending]
+                    .copy_from_slice(&self.staged[bucket].0[..pending]);
+            }
+        }
+        fence_streams(); // the threads that count read them once this one is joined
+    }
+
+    /// Sets the bits of a bucket's pieces in a region's bitmap; false when it has none.
+    #[inline(always)]
+    fn set_bucket(&self, bucket: usize, bits: &mut [u64]) -> bool {
         let blocks = &self.blocks[bucket];
+        let pieces = self.pieces.as_slice();
         let last = blocks.len().wrapping_sub(1);
-        blocks.iter().enumerate().map(move |(i, &k)| {
+        for (i, &k) in blocks.iter().enumerate() {
             let start = k as usize * BLOCK;
             let end = if i == last {
                 self.cursor[bucket]
             } else {
                 start + BLOCK
             };
-            &self.pieces[start..end]
-        })
-    }
-
-    /// Counts the regions this thread takes from `next` (one at a time, until none is left):
-    /// the union's blocks and each stream's. With AVX2 where the CPU has it (the words'
-    /// bits are counted four at a time), else popcnt (the baseline x86-64 target has neither,
-    /// and counting bits without them took most of the time).
-    fn count(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("popcnt") {
-                // SAFETY: the CPU has both features (checked just above), the only ones the
-                // function enables.
-                return unsafe { self.count_avx2(next) };
-            }
-            if std::is_x86_feature_detected!("popcnt") {
-                // SAFETY: as above, for popcnt.
-                return unsafe { self.count_popcnt(next) };
+            for &piece in &pieces[start..end] {
+                let start = (piece >> PIECE_LEN_BITS) as u64;
+                set_short(bits, start, start + (piece as u64 & PIECE_MAX));
             }
         }
-        self.count_portable(next)
+        !blocks.is_empty()
+    }
+}
+
+/// Pieces per cache line.
+const LINE: usize = 16;
+
+/// A cache line of pieces.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u32; LINE]);
+
+const _: () = assert!(std::mem::size_of::<Line>() == 4 * LINE && BLOCK.is_multiple_of(LINE));
+
+/// Zeroed u32 whose pages only become memory when written (`vec![0u32; _]`, which asks the
+/// allocator for zeroed memory: an aligned allocation would be zeroed by hand, every page at
+/// once), seen from the first one on a cache line's start, so that whole lines can be
+/// streamed to them.
+struct Lines {
+    words: Vec<u32>,
+    /// Words before the first line start.
+    pad: usize,
+}
+
+impl Lines {
+    fn zeroed(n: usize) -> Lines {
+        let mut words = vec![0u32; n + LINE];
+        advise_huge_pages(&mut words);
+        let pad = Lines::pad_of(&words);
+        Lines { words, pad }
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,popcnt")]
-    fn count_avx2(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
-        self.count_portable(next)
+    fn pad_of(words: &[u32]) -> usize {
+        (words.as_ptr() as usize).wrapping_neg() % 64 / 4
     }
 
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "popcnt")]
-    fn count_popcnt(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
-        self.count_portable(next)
+    fn len(&self) -> usize {
+        self.words.len() - LINE
     }
 
+    /// Room for `n` words, of which the first `used` are kept.
+    fn grow(&mut self, n: usize, used: usize) {
+        fence_streams();
+        self.words.resize(n + LINE, 0);
+        let pad = Lines::pad_of(&self.words);
+        if pad != self.pad {
+            self.words.copy_within(self.pad..self.pad + used, pad);
+            self.pad = pad;
+        }
+    }
+
+    /// Line `k` (words `k * LINE..`).
     #[inline(always)]
-    fn count_portable(&self, next: &AtomicUsize) -> (BlockCounts, Vec<BlockCounts>) {
-        let streams = self.streams.counts.len();
-        let (mut total, mut per_stream) = (
-            BlockCounts::default(),
-            vec![BlockCounts::default(); streams],
+    fn line(&mut self, k: usize) -> &mut Line {
+        let words = &mut self.words[self.pad + k * LINE..self.pad + (k + 1) * LINE];
+        debug_assert!((words.as_ptr() as usize).is_multiple_of(64));
+        // SAFETY: the words are LINE u32 in a row, starting on a 64-byte boundary (`pad`),
+        // which is a Line's layout; the borrow of `self` covers the reference's life.
+        unsafe { &mut *words.as_mut_ptr().cast::<Line>() }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.words[self.pad..]
+    }
+}
+
+/// Copies a full line to memory without reading the line there first (streaming stores,
+/// which SSE2, part of every x86-64, has).
+#[inline(always)]
+fn stream_line(to: &mut Line, from: &Line) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_load_si128, _mm_stream_si128};
+        let (to, from) = (
+            (to as *mut Line).cast::<__m128i>(),
+            (from as *const Line).cast::<__m128i>(),
         );
-        // a stream's bits of one region and the region's union, cleared after each use
-        let (mut bits, mut union) = (vec![0u64; REGION_WORDS], vec![0u64; REGION_WORDS]);
-        loop {
-            let region = next.fetch_add(1, Ordering::Relaxed);
-            if region >= self.regions {
-                return (total, per_stream);
-            }
-            let mut touched = false;
-            for (slot, counts) in per_stream.iter_mut().enumerate() {
-                let bucket = slot * self.regions + region;
-                if self.blocks[bucket].is_empty() {
-                    continue;
-                }
-                for pieces in self.bucket(bucket) {
-                    for &piece in pieces {
-                        let start = (piece >> PIECE_LEN_BITS) as u64;
-                        set_short(&mut bits, start, start + (piece as u64 & PIECE_MAX));
-                    }
-                }
-                drain_words(counts, &mut bits, &mut union);
-                touched = true;
-            }
-            if touched {
-                add_words(&mut total, &union);
-                union.fill(0);
+        // SAFETY: both lines are 64-byte aligned and 64 bytes long: four aligned 16-byte
+        // loads and stores stay within them.
+        unsafe {
+            for k in 0..4 {
+                _mm_stream_si128(to.add(k), _mm_load_si128(from.add(k)));
             }
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        *to = *from;
+    }
+}
+
+/// Orders the streaming stores made so far before the stores that follow.
+fn fence_streams() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no operands and only orders stores.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
 }
 
 /// Sets bits `[start, end)` (start < end) of a bitmap without branching on the span's
@@ -839,11 +1026,9 @@ mod tests {
         window: BitmapWindow,
         max_streams: usize,
     ) -> Option<Footprints> {
-        let work = FootprintWork {
-            grouped: Some(Grouped::new(pieces, max_stream, window, max_streams)?),
-            next: AtomicUsize::new(0),
-            done: None,
-        };
+        let g = Grouped::new(pieces, max_stream, window, max_streams)?;
+        let identity = (0..g.requested.len() as u32).collect();
+        let work = FootprintWork::of_parts(vec![g], vec![identity]);
         let parts = std::thread::scope(|scope| {
             let other = scope.spawn(|| work.count());
             vec![work.count(), other.join().unwrap()]
@@ -891,6 +1076,9 @@ mod tests {
             (9, 1 << 21, 12_345, 1 << 26),
             (3, 7, 1 << 63, 1 << 23),
             (4, 1, u64::MAX - (1 << 22), 1 << 22),
+            // 64 streams over 1 TiB: ~20k buckets of one or two pieces, each taking a
+            // block, so the pieces' buffer grows many times over
+            (64, 1, 0, 1 << 40),
         ];
         for (seed, &(streams, spread, base, span)) in cases.iter().enumerate() {
             let (st, off, sz) = random_requests(seed as u64, 20_000, streams, spread, base, span);
