@@ -112,6 +112,7 @@ def main() -> None:
     csv, parquet = DATA / f"msr_{n}.csv", DATA / f"msr_{n}.parquet"
     print(f"generating {n:,} MSR records ...", flush=True)
     make_msr_csv(csv, n)
+    os.sync()  # a freshly generated file's writeback would overlap the timed steps
     load_before = os.getloadavg()
     rounds = alternated(steps(csv, parquet), ROUNDS)
     times = {name: min(runs, key=lambda r: r["seconds"]) for name, runs in rounds.items()}
@@ -137,6 +138,7 @@ def main() -> None:
         bcsv, bpq = DATA / f"msr_{big}.csv", DATA / f"msr_{big}.parquet"
         print(f"generating {big:,} MSR records ...", flush=True)
         make_msr_csv(bcsv, big)
+        os.sync()
         rss_big = run_step(steps(bcsv, bpq)["iotwin ingest"], setup=SETUP)
         large = (
             f"| ingest peak RSS at {n // 10**6}M / {big // 10**6}M records | "
