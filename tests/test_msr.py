@@ -152,3 +152,36 @@ def test_batch_checks_list_streams_by_counting_and_by_unique() -> None:
     )
     assert checks.streams == {2, 3, 4, 7, 9, 4_000_000_000}
     assert checks.requests == 8 and checks.ordered and checks.nulls == 0
+
+
+def test_prefetch_holds_at_most_its_budget() -> None:
+    """Ingest's read-ahead is bounded in rows, not batches: the producer waits while the
+    batches not yet taken would pass the budget (one batch always passes, however large)."""
+    import threading
+    import time
+
+    from iotwin.source import prefetched
+
+    sizes = [300, 300, 300, 900, 100, 100, 100, 100, 2500, 50]
+    made: list[int] = []
+    lock = threading.Lock()
+
+    def produce():
+        for n in sizes:
+            with lock:
+                made.append(n)
+            yield n
+
+    waiting = []
+    taken = 0
+    for n in prefetched(produce(), size=lambda n: n, budget=1000):
+        time.sleep(0.02)  # a slow consumer: the producer runs ahead as far as it may
+        taken += n
+        with lock:
+            # made but not yet taken: the batches in the queue and the one the producer holds
+            waiting.append(sum(made) - taken)
+    assert sum(made) == taken == sum(sizes)
+    # without the budget all 10 would wait at once; with it, the queue holds <= 1000 and the
+    # producer one more batch (the largest being 2,500)
+    assert max(waiting) <= 1000 + 2500
+    assert waiting[0] <= 1000 + 900

@@ -331,7 +331,9 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
         behind()
 
     try:
-        for batch in prefetched(frame.collect_batches()):
+        # at most two row groups' rows wait (polars' batches grew tenfold between versions)
+        batches = prefetched(frame.collect_batches(), size=_height, budget=2 * ROW_GROUP)
+        for batch in batches:
             pending.append(batch)
             rows += batch.height
             if rows >= ROW_GROUP:
@@ -349,6 +351,10 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
 
 
 ROW_GROUP = 1 << 20
+
+
+def _height(frame: pl.DataFrame) -> int:
+    return frame.height
 
 
 def _write_sorted(df: pl.DataFrame, path: Path) -> None:

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -190,16 +190,32 @@ class WriteBehind:
             self._fd = None
 
 
-def prefetched(items: Iterator[T], depth: int = 64) -> Iterator[T]:
+def prefetched(
+    items: Iterator[T],
+    depth: int = 64,
+    size: Callable[[T], int] | None = None,
+    budget: int = 0,
+) -> Iterator[T]:
     """Iterates `items` in a background thread, `depth` ahead: where producing an item and
     using one both release the GIL (polars parsing, the core sampling, pyarrow writing), the
-    next is made while this one is used."""
+    next is made while this one is used. With `size`, the items waiting also stay within
+    `budget` (in its units; one item is let through whatever its size), so that memory does
+    not depend on how large the producer makes its items."""
     box: queue.Queue = queue.Queue(depth)
     done = object()
+    room = threading.Condition()
+    held = 0  # the size of the items waiting in `box`
 
     def produce() -> None:
+        nonlocal held
         try:
             for item in items:
+                if size is not None:
+                    n = size(item)
+                    with room:
+                        while held and held + n > budget:
+                            room.wait()
+                        held += n
                 box.put(item)
         except BaseException as exc:  # re-raised in the consumer, with its cause chain
             box.put(exc)
@@ -213,4 +229,8 @@ def prefetched(items: Iterator[T], depth: int = 64) -> Iterator[T]:
             return
         if isinstance(item, BaseException):
             raise item
+        if size is not None:
+            with room:
+                held -= size(item)
+                room.notify()
         yield item
