@@ -742,6 +742,88 @@ impl PartitionCharacterize {
     }
 }
 
+/// Characterizes a whole trace fed a batch of rows at a time, in time order (a Parquet file
+/// read in batches), given the trace's extent as ingest recorded it; `summary()` gives what
+/// `characterize_chunks` gives. A batch outside the extent, an extent wider than the rows, or
+/// streams too many for the footprint's bitmaps raise ValueError: the caller then counts the
+/// trace whole. See `stats::characterize::StreamCounter`.
+#[pyclass]
+struct TraceCharacterize {
+    inner: Option<crate::stats::characterize::StreamCounter>,
+}
+
+#[pymethods]
+impl TraceCharacterize {
+    #[new]
+    #[pyo3(signature = (leaves, capacity, window_ns, relaxed_threshold, rows, first_ts, last_ts, min_offset, max_end, max_stream))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        leaves: u64,
+        capacity: u64,
+        window_ns: i64,
+        relaxed_threshold: u64,
+        rows: usize,
+        first_ts: i64,
+        last_ts: i64,
+        min_offset: u64,
+        max_end: u64,
+        max_stream: u32,
+    ) -> PyResult<Self> {
+        let params = Params {
+            leaves,
+            capacity,
+            window_ns,
+            relaxed_threshold,
+        };
+        let whole = crate::stats::characterize::Whole {
+            first_ts,
+            last_ts,
+            max_end,
+            max_stream,
+        };
+        let inner =
+            crate::stats::characterize::StreamCounter::new(&params, &whole, min_offset, rows)
+                .map_err(PyValueError::new_err)?;
+        Ok(TraceCharacterize { inner: Some(inner) })
+    }
+
+    /// Counts the next rows (buffers: int64, uint32, uint8, uint64, uint32, int64 or None).
+    #[pyo3(signature = (ts_ns, stream, op, offset, size, latency_ns))]
+    #[allow(clippy::too_many_arguments)]
+    fn update<'py>(
+        &mut self,
+        py: Python<'py>,
+        ts_ns: &Bound<'py, PyAny>,
+        stream: &Bound<'py, PyAny>,
+        op: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+        latency_ns: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<()> {
+        let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
+        let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
+        let cols = bufs.trace_columns(latency.as_ref())?;
+        let inner = self
+            .inner
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("summary() was already taken"))?;
+        py.detach(|| inner.update(&cols))
+            .map_err(PyValueError::new_err)
+    }
+
+    /// The summary (once: the counter is spent).
+    fn summary<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let inner = self
+            .inner
+            .take()
+            .ok_or_else(|| PyValueError::new_err("summary() was already taken"))?;
+        let summary = py
+            .detach(|| inner.finish())
+            .map_err(PyValueError::new_err)?;
+        summary_to_py(py, &summary)
+    }
+}
+
 /// Merges parts' characterization counts (parts hold disjoint streams) into one.
 #[pyfunction]
 fn merge_characterizations<'py>(
@@ -1333,6 +1415,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(finalize_partitions, m)?)?;
     m.add_class::<TieCounter>()?;
     m.add_class::<PartitionCharacterize>()?;
+    m.add_class::<TraceCharacterize>()?;
     m.add_function(wrap_pyfunction!(merge_characterizations, m)?)?;
     m.add_function(wrap_pyfunction!(finalize_characterization, m)?)?;
     m.add_function(wrap_pyfunction!(map_offsets, m)?)?;

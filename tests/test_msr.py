@@ -133,25 +133,30 @@ def test_ingest_sorts_out_of_order_records(tmp_path: Path) -> None:
 
 
 def test_batch_checks_list_streams_by_counting_and_by_unique() -> None:
-    """Row groups list their stream ids by counting when the ids span little, else by unique."""
+    """Row groups list their stream ids by counting when the ids span little, else by unique;
+    their extents merge into the trace's."""
     from iotwin.ingest import _BatchChecks
 
+    def group(ts: list[int], stream: list[int], offset: list[int], size: list[int]):
+        return pl.DataFrame(
+            {"ts_ns": ts, "stream": stream, "offset": offset, "size": size},
+            schema_overrides={"stream": pl.UInt32, "offset": pl.UInt64, "size": pl.UInt32},
+        )
+
     checks = _BatchChecks()
-    checks.update(
-        pl.DataFrame(
-            {"ts_ns": [1, 2, 3, 4], "stream": [7, 3, 7, 9]}, schema_overrides={"stream": pl.UInt32}
-        )
-    )
-    checks.update(
-        pl.DataFrame({"ts_ns": [5, 6], "stream": [4, 4]}, schema_overrides={"stream": pl.UInt32})
-    )
-    checks.update(
-        pl.DataFrame(
-            {"ts_ns": [7, 8], "stream": [2, 4_000_000_000]}, schema_overrides={"stream": pl.UInt32}
-        )
-    )
+    checks.update(group([1, 2, 3, 4], [7, 3, 7, 9], [4096, 512, 0, 8192], [512, 512, 4096, 1024]))
+    checks.update(group([5, 6], [4, 4], [1 << 40, 100], [4096, 0]))
+    checks.update(group([7, 8], [2, 4_000_000_000], [7, 9], [1, 1]))
     assert checks.streams == {2, 3, 4, 7, 9, 4_000_000_000}
     assert checks.requests == 8 and checks.ordered and checks.nulls == 0
+    assert checks.extent == {
+        "rows": 8,
+        "first_ts": 1,
+        "last_ts": 8,
+        "max_stream": 4_000_000_000,
+        "min_offset": 0,
+        "max_end": (1 << 40) + 4096,
+    }
 
 
 def test_prefetch_holds_at_most_its_budget() -> None:

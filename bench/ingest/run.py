@@ -73,7 +73,7 @@ def steps(csv: Path, parquet: Path) -> dict[str, str]:
         "iotwin ingest": f"iotwin.ingest({str(csv)!r}, {str(parquet)!r})",
         "polars read_csv": f"pl.read_csv({str(csv)!r}, has_header=False)",
         "pandas read_csv": f"pd.read_csv({str(csv)!r}, header=None, names={cols})",
-        "iotwin characterize": f"iotwin.characterize(iotwin.load_trace({str(parquet)!r}))",
+        "iotwin characterize": f"iotwin.characterize({str(parquet)!r})",  # as the CLI calls it
         "polars read_parquet": f"pl.read_parquet({str(parquet)!r})",
     }
 

@@ -108,7 +108,7 @@ def capture(
             )
         with atomic_output(output) as tmp:
             result = ingest(log, tmp, "strace", ReadOptions(stream_by=stream_by))
-            meta = read_meta(tmp)
+            meta = read_meta(tmp, extent=True)  # the rows stay as ingest wrote them
             meta.source = "capture: " + shlex.join(cmd)
             meta.files = [{**f, **file_facts(f["path"])} for f in meta.files]
             set_parquet_metadata(tmp, meta.to_kv())

@@ -12,11 +12,15 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import polars as pl
+
 from . import _core
 from .errors import IotwinError
 from .formats import ReadOptions
 from .formats.base import NUMPY_DTYPES
-from .trace import Trace
+from .source import prefetched
+from .trace import Trace, is_canonical_parquet, read_meta
 
 if TYPE_CHECKING:  # rich is imported when rendering: `import iotwin` stays ~25 ms lighter
     from rich.console import Console
@@ -48,15 +52,18 @@ def characterize(
     opts: ReadOptions | None = None,
 ) -> dict[str, Any]:
     """Whole-trace and per-stream statistics of a trace (a Trace, a raw trace or Parquet)."""
-    if not isinstance(trace, Trace):
-        from .ingest import load_trace
-
-        trace = load_trace(trace, format, opts)
     leaves = _leaves(levels, fanout)
     if not window_s > 0:
         raise IotwinError(f"--window must be positive, got {window_s} s")
     if relaxed_threshold < 0:
         raise IotwinError(f"--relaxed-threshold must be >= 0, got {relaxed_threshold}")
+    if not isinstance(trace, Trace):
+        streamed = _count_batches(trace, format, leaves, window_s, relaxed_threshold)
+        if streamed is not None:
+            return _finalise(*streamed, levels, fanout, relaxed_threshold)
+        from .ingest import load_trace
+
+        trace = load_trace(trace, format, opts)
     counts = _count(trace, leaves, window_s, relaxed_threshold)
     return _finalise(trace, counts, levels, fanout, relaxed_threshold)
 
@@ -89,6 +96,59 @@ def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -
 
 
 _COUNTED = ("ts_ns", "stream", "op", "offset", "size")
+
+# Canonical files of fewer rows are read whole: batches would save little.
+BATCHED_MIN_ROWS = 1 << 20
+
+
+def _count_batches(
+    src: str | Path, format_name: str | None, leaves: int, window_s: float, threshold: int
+) -> tuple[Trace, dict[str, Any]] | None:
+    """Counts a canonical Parquet trace a batch at a time, when its metadata records the
+    extent of its rows (ingest and `write_trace` do): its columns are never all in memory
+    (bench/ingest's 30M-record file: peak RSS 0.74 against 1.2 GiB, in the same time), only
+    the footprint's pieces (4 bytes a request). Returns the trace's shape (no rows) and the
+    counts, or
+    None where this does not apply (a raw trace, no extent, few rows, a column with nulls,
+    rows that do not have the extent recorded, streams too many for the footprint's bitmaps):
+    the caller then loads the trace whole."""
+    src = Path(src)
+    if format_name not in (None, "parquet") or not src.is_file():
+        return None
+    if not is_canonical_parquet(src):
+        return None
+    meta = read_meta(src, extent=True)
+    e = meta.extent
+    if not e or e["rows"] < BATCHED_MIN_ROWS:
+        return None
+    schema = pl.read_parquet_schema(src)
+    names = [*_COUNTED, *(["latency_ns"] if "latency_ns" in schema else [])]
+    try:
+        counter = _core.TraceCharacterize(
+            leaves,
+            int(meta.capacity or 0),
+            max(1, round(window_s * _NS)),
+            int(threshold),
+            e["rows"],
+            e["first_ts"],
+            e["last_ts"],
+            e["min_offset"],
+            e["max_end"],
+            e["max_stream"],
+        )
+        for batch in prefetched(pl.scan_parquet(src).select(names).collect_batches(), depth=2):
+            columns = [batch.get_column(name) for name in names]
+            if any(c.has_nulls() for c in columns):
+                return None
+            arrays = [
+                np.ascontiguousarray(c.to_numpy(), dtype=NUMPY_DTYPES[c.name]) for c in columns
+            ]
+            counter.update(*arrays[:5], arrays[5] if len(arrays) > 5 else None)
+        counts = counter.summary()
+    except (ValueError, pl.exceptions.PolarsError):
+        return None
+    shape = Trace(pl.DataFrame(schema={name: schema[name] for name in names}), meta)
+    return shape, counts
 
 
 def _ratio(num: float, den: float) -> float | None:

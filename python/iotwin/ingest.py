@@ -29,7 +29,9 @@ from .trace import (
     Trace,
     TraceMeta,
     canonical_order,
+    extent_of,
     is_canonical_parquet,
+    merge_extents,
     read_parquet_trace,
     set_parquet_metadata,
 )
@@ -154,7 +156,13 @@ def _required_nulls(df: pl.DataFrame) -> int:
     return sum(df.select(pl.exclude("latency_ns").null_count()).row(0))
 
 
-def _meta(src: Path, fmt: TraceFormat, scan: Scan, streams: list[int]) -> TraceMeta:
+def _meta(
+    src: Path,
+    fmt: TraceFormat,
+    scan: Scan,
+    streams: list[int],
+    extent: dict[str, int] | None = None,
+) -> TraceMeta:
     namer = scan.stream_name or (lambda s: f"{scan.stream_by} {s}")
     return TraceMeta(
         source=str(src),
@@ -165,6 +173,7 @@ def _meta(src: Path, fmt: TraceFormat, scan: Scan, streams: list[int]) -> TraceM
         streams={int(s): namer(int(s)) for s in streams},
         files=scan.files,
         skipped=scan.report.skipped,
+        extent=extent,
     )
 
 
@@ -194,11 +203,12 @@ def ingest(
             _raise_malformed(check.nulls, fmt, path, opts, src)
         if not check.ordered:
             df, _ = _check_and_normalize(pl.read_parquet(tmp), fmt, path, opts, src)
-            meta = _meta(src, fmt, scan, df.get_column("stream").unique().sort().to_list())
+            streams = df.get_column("stream").unique().sort().to_list()
+            meta = _meta(src, fmt, scan, streams, extent_of(df))
             _write_sorted(df, tmp)
             set_parquet_metadata(tmp, meta.to_kv())
         else:
-            meta = _meta(src, fmt, scan, sorted(check.streams))
+            meta = _meta(src, fmt, scan, sorted(check.streams), check.extent)
             set_parquet_metadata(tmp, meta.to_kv())
     return IngestResult(
         output=out,
@@ -269,6 +279,7 @@ class _BatchChecks:
     ordered: bool = True
     last_ts: int = 0
     streams: set[int] = field(default_factory=set)
+    extent: dict[str, int] | None = None
 
     def update(self, group: pl.DataFrame) -> None:
         """Checks one row group (about ROW_GROUP rows: per polars batch, the fixed cost of
@@ -280,6 +291,8 @@ class _BatchChecks:
         self.nulls += sum(c.null_count() for name, c in columns.items() if name != "latency_ns")
         if "latency_ns" in columns:
             self.unknown_latencies += columns["latency_ns"].null_count()
+        if not self.nulls:
+            self.extent = merge_extents(self.extent, extent_of(group))
         ts = columns["ts_ns"]
         first, last = ts[0], ts[-1]
         if self.ordered and (first is None or first < self.last_ts or not ts.is_sorted()):

@@ -189,41 +189,13 @@ fn characterize_parts(
         return Err("spatial locality needs at least one range".into());
     }
     let extent = Extent::of_pieces(pieces);
-    let capacity = if params.capacity > 0 {
-        params.capacity
-    } else {
-        extent.max_end
-    };
-    let grid = WindowGrid::new(extent.span(), params.window_ns)?;
-    let window = BitmapWindow::new(extent.min_offset, extent.max_end);
     let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
-    let max_streams = window.max_streams(rows);
-    let count = |part: &Rows| {
-        let groups = Grouped::with_room(window, part.rows(), max_streams);
-        let mut tally = Tally::new(params, capacity, &extent, grid.as_ref());
-        tally.groups = groups.map_or(Groups::GaveUp, Groups::On);
-        let mut tally = count_rows(part, grid.as_ref(), tally);
-        if let Groups::On(g) = &mut tally.groups {
-            g.flush(); // by the thread that grouped
-        }
-        tally
-    };
-    let split = Rows::split(pieces, parts);
-    let tallies: Vec<Tally> = std::thread::scope(|scope| {
-        let others: Vec<_> = split[1..]
-            .iter()
-            .map(|part| scope.spawn(|| count(part)))
-            .collect();
-        let first = count(&split[0]);
-        std::iter::once(first)
-            .chain(
-                others
-                    .into_iter()
-                    .map(|h| h.join().expect("counting thread panicked")),
-            )
-            .collect()
-    });
-    let (tally, work) = Tally::merge(tallies, max_streams);
+    let setup = Setup::new(params, extent, rows)?;
+    let mut merged = Merged::default();
+    for tally in setup.count(&Rows::split(pieces, parts)) {
+        merged.push(tally);
+    }
+    let (tally, work) = merged.finish(setup.max_streams);
     let work = work.unwrap_or_else(|| {
         let columns: Vec<Piece> = pieces
             .iter()
@@ -231,7 +203,205 @@ fn characterize_parts(
             .collect();
         FootprintWork::by_ranges(&columns, extent.max_stream, extent.max_end)
     });
-    Ok(tally.into_counts().finish(grid.as_ref(), work.footprints()))
+    Ok(tally
+        .into_counts()
+        .finish(setup.grid.as_ref(), work.footprints()))
+}
+
+/// What counting a trace's parts needs from the whole trace: its extent and what follows
+/// from it (capacity, windows, the footprint's bitmap window and how many streams fit it).
+struct Setup {
+    params: Params,
+    extent: Extent,
+    capacity: u64,
+    grid: Option<WindowGrid>,
+    window: BitmapWindow,
+    max_streams: usize,
+}
+
+impl Setup {
+    fn new(params: &Params, extent: Extent, rows: usize) -> Result<Setup, String> {
+        if params.leaves == 0 {
+            return Err("spatial locality needs at least one range".into());
+        }
+        let window = BitmapWindow::new(extent.min_offset, extent.max_end);
+        Ok(Setup {
+            params: *params,
+            capacity: if params.capacity > 0 {
+                params.capacity
+            } else {
+                extent.max_end
+            },
+            grid: WindowGrid::new(extent.span(), params.window_ns)?,
+            window,
+            max_streams: window.max_streams(rows),
+            extent,
+        })
+    }
+
+    /// Counts each part on its own thread (the first on this one), grouping its requests.
+    fn count(&self, parts: &[Rows]) -> Vec<Tally> {
+        std::thread::scope(|scope| {
+            let others: Vec<_> = parts[1..]
+                .iter()
+                .map(|part| scope.spawn(|| self.count_part(part)))
+                .collect();
+            let first = self.count_part(&parts[0]);
+            std::iter::once(first)
+                .chain(
+                    others
+                        .into_iter()
+                        .map(|h| h.join().expect("counting thread panicked")),
+                )
+                .collect()
+        })
+    }
+
+    fn count_part(&self, part: &Rows) -> Tally {
+        let groups = Grouped::with_room(self.window, part.rows(), self.max_streams);
+        let grid = self.grid.as_ref();
+        let mut tally = Tally::new(&self.params, self.capacity, &self.extent, grid);
+        tally.groups = groups.map_or(Groups::GaveUp, Groups::On);
+        let mut tally = count_rows(part, grid, tally);
+        if let Groups::On(g) = &mut tally.groups {
+            g.flush(); // by the thread that grouped
+        }
+        tally
+    }
+}
+
+/// Consecutive parts' counters merged in order as they come, with their grouped requests.
+#[derive(Default)]
+struct Merged {
+    whole: Option<Tally>,
+    groups: Vec<Grouped>,
+    /// For each part, its slots' slots in `whole`.
+    maps: Vec<Vec<u32>>,
+    /// Whether a part's bitmaps did not fit (the footprint then needs the ranges).
+    gave_up: bool,
+}
+
+impl Merged {
+    fn push(&mut self, mut part: Tally) {
+        match std::mem::replace(&mut part.groups, Groups::Off) {
+            Groups::On(g) => self.groups.push(g),
+            Groups::Off | Groups::GaveUp => self.gave_up = true,
+        }
+        match &mut self.whole {
+            None => {
+                self.maps.push((0..part.accs.len() as u32).collect());
+                self.whole = Some(part);
+            }
+            Some(whole) => self.maps.push(whole.absorb(part)),
+        }
+    }
+
+    /// The merged counters, and the grouped requests with each part's slot of every merged
+    /// stream (None when a part's bitmaps did not fit, or all the streams' do not).
+    fn finish(self, max_streams: usize) -> (Tally, Option<FootprintWork>) {
+        let whole = self.whole.expect("at least one part");
+        let streams = whole.accs.len();
+        if self.gave_up || streams > max_streams {
+            return (whole, None);
+        }
+        let slots = self
+            .maps
+            .iter()
+            .map(|map| {
+                let mut slot_of = vec![NO_SLOT; streams];
+                for (slot, &merged) in map.iter().enumerate() {
+                    slot_of[merged as usize] = slot as u32;
+                }
+                slot_of
+            })
+            .collect();
+        (whole, Some(FootprintWork::of_parts(self.groups, slots)))
+    }
+}
+
+/// Characterizes a trace fed a batch of rows at a time (a Parquet file read in batches), in
+/// memory that does not hold the trace: its extent must be known beforehand (recorded at
+/// ingest) and the bitmaps must fit its streams. The same summary as `characterize_pieces`;
+/// an error when the batches do not have the extent declared or the bitmaps do not fit (the
+/// caller then counts the trace whole).
+pub struct StreamCounter {
+    setup: Setup,
+    merged: Merged,
+    /// What the batches held so far, to check the declared extent against.
+    seen: Extent,
+    base: u64,
+    prev_end: Option<u64>,
+    parts: usize,
+}
+
+impl StreamCounter {
+    pub fn new(
+        params: &Params,
+        whole: &Whole,
+        min_offset: u64,
+        rows: usize,
+    ) -> Result<StreamCounter, String> {
+        let extent = Extent {
+            first_ts: whole.first_ts,
+            last_ts: whole.last_ts,
+            max_stream: whole.max_stream,
+            min_offset,
+            max_end: whole.max_end,
+        };
+        Ok(StreamCounter {
+            setup: Setup::new(params, extent, rows)?,
+            merged: Merged::default(),
+            seen: Extent::EMPTY,
+            base: 0,
+            prev_end: None,
+            parts: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, MAX_PARTS)),
+        })
+    }
+
+    /// Counts the next rows.
+    pub fn update(&mut self, cols: &TraceColumns) -> Result<(), String> {
+        check_lengths(cols)?;
+        let n = cols.ts_ns.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let e = Extent::of_pieces(std::slice::from_ref(cols));
+        if e.union(&self.setup.extent).bounds() != self.setup.extent.bounds() {
+            return Err(format!(
+                "rows {}..{} lie outside the extent declared for the trace",
+                self.base,
+                self.base + n as u64
+            ));
+        }
+        self.seen = self.seen.union(&e);
+        let parts = if n < PARALLEL_ROWS / 4 { 1 } else { self.parts };
+        let mut split = Rows::split(std::slice::from_ref(cols), parts);
+        for part in &mut split {
+            part.base += self.base;
+        }
+        split[0].prev_end = self.prev_end;
+        for tally in self.setup.count(&split) {
+            self.merged.push(tally);
+        }
+        if self.merged.gave_up {
+            return Err("the footprint's bitmaps do not fit this trace's streams".into());
+        }
+        self.base += n as u64;
+        self.prev_end = Some(cols.offset[n - 1].saturating_add(cols.size[n - 1] as u64));
+        Ok(())
+    }
+
+    pub fn finish(self) -> Result<Summary, String> {
+        // an empty trace, or one the declared extent does not fit tightly, is counted whole
+        if self.base == 0 || self.seen.bounds() != self.setup.extent.bounds() {
+            return Err("the rows do not have the extent declared for the trace".into());
+        }
+        let grid = self.setup.grid;
+        match self.merged.finish(self.setup.max_streams) {
+            (tally, Some(work)) => Ok(tally.into_counts().finish(grid.as_ref(), work.footprints())),
+            (_, None) => Err("the footprint's bitmaps do not fit this trace's streams".into()),
+        }
+    }
 }
 
 /// Consecutive rows of a trace, as pieces: where they start in the whole trace, and the end
@@ -324,6 +494,7 @@ fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
 
 /// What a cheap first pass learns: time range, largest stream id, smallest offset and
 /// largest end offset.
+#[derive(Debug, Clone, Copy)]
 struct Extent {
     first_ts: i64,
     last_ts: i64,
@@ -333,6 +504,35 @@ struct Extent {
 }
 
 impl Extent {
+    /// The extent of no rows (the identity of `union`).
+    const EMPTY: Extent = Extent {
+        first_ts: i64::MAX,
+        last_ts: i64::MIN,
+        max_stream: 0,
+        min_offset: u64::MAX,
+        max_end: 0,
+    };
+
+    fn union(&self, other: &Extent) -> Extent {
+        Extent {
+            first_ts: self.first_ts.min(other.first_ts),
+            last_ts: self.last_ts.max(other.last_ts),
+            max_stream: self.max_stream.max(other.max_stream),
+            min_offset: self.min_offset.min(other.min_offset),
+            max_end: self.max_end.max(other.max_end),
+        }
+    }
+
+    fn bounds(&self) -> (i64, i64, u32, u64, u64) {
+        (
+            self.first_ts,
+            self.last_ts,
+            self.max_stream,
+            self.min_offset,
+            self.max_end,
+        )
+    }
+
     #[cfg(test)]
     fn of(cols: &TraceColumns) -> Extent {
         Extent::of_pieces(std::slice::from_ref(cols))
@@ -951,41 +1151,6 @@ impl Tally {
         }
     }
 
-    /// The counters of consecutive parts of a trace merged in order, and their grouped
-    /// requests with each part's slot of every merged stream (None when a part's bitmaps
-    /// did not fit, or all the streams' do not).
-    fn merge(tallies: Vec<Tally>, max_streams: usize) -> (Tally, Option<FootprintWork>) {
-        let mut tallies = tallies.into_iter();
-        let mut whole = tallies.next().expect("at least one part");
-        let mut groups = Vec::new();
-        let mut take = |t: &mut Tally| match std::mem::replace(&mut t.groups, Groups::Off) {
-            Groups::On(g) => groups.push(g),
-            Groups::Off | Groups::GaveUp => {}
-        };
-        take(&mut whole);
-        let mut maps: Vec<Vec<u32>> = vec![(0..whole.accs.len() as u32).collect()];
-        for mut later in tallies {
-            take(&mut later);
-            maps.push(whole.absorb(later));
-        }
-        let streams = whole.accs.len();
-        if groups.len() < maps.len() || streams > max_streams {
-            return (whole, None);
-        }
-        // each part's slot of every merged stream
-        let slots = maps
-            .iter()
-            .map(|map| {
-                let mut slot_of = vec![NO_SLOT; streams];
-                for (slot, &merged) in map.iter().enumerate() {
-                    slot_of[merged as usize] = slot as u32;
-                }
-                slot_of
-            })
-            .collect();
-        (whole, Some(FootprintWork::of_parts(groups, slots)))
-    }
-
     /// Adds the counters of the rows that follow; returns each of their slots' slot here.
     fn absorb(&mut self, later: Tally) -> Vec<u32> {
         let leaves = self.leaves;
@@ -1515,6 +1680,78 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The declared extent of whole columns (as ingest records it).
+    fn declared(cols: &TraceColumns) -> (Whole, u64) {
+        let e = Extent::of(cols);
+        let whole = Whole {
+            first_ts: e.first_ts,
+            last_ts: e.last_ts,
+            max_end: e.max_end,
+            max_stream: e.max_stream,
+        };
+        (whole, e.min_offset)
+    }
+
+    #[test]
+    fn batches_count_as_the_whole() {
+        // bitmaps for few streams over a small span; batches of one row, of a few, and ones
+        // large enough to be cut in parts
+        let ((ts, st, op, off, sz), lat) = mixed(PARALLEL_ROWS / 2 + 5_000, 6, 1 << 30, 3);
+        let cols = TraceColumns {
+            latency_ns: Some(&lat),
+            ..TraceColumns::new(&ts, &st, &op, &off, &sz)
+        };
+        let p = Params {
+            window_ns: 1_000_000_000,
+            ..params()
+        };
+        let whole = characterize_parts(&[cols], &p, 1).unwrap();
+        let n = ts.len();
+        let (extent, min_offset) = declared(&cols);
+        for cuts in [vec![0, 1, 2, 3_000, n], vec![0, 300_000, n - 1, n]] {
+            let mut counter = StreamCounter::new(&p, &extent, min_offset, n).unwrap();
+            for w in cuts.windows(2) {
+                counter.update(&cols.rows(w[0]..w[1])).unwrap();
+            }
+            assert_eq!(counter.finish().unwrap(), whole, "{cuts:?}");
+        }
+    }
+
+    #[test]
+    fn batches_outside_the_declared_extent_are_refused() {
+        let ((ts, st, op, off, sz), _) = mixed(5_000, 3, 1 << 24, 5);
+        let cols = TraceColumns::new(&ts, &st, &op, &off, &sz);
+        let (extent, min_offset) = declared(&cols);
+        let p = params();
+        // a request past the declared end: refused as it comes
+        let narrow = Whole {
+            max_end: extent.max_end - 1,
+            ..extent
+        };
+        let mut counter = StreamCounter::new(&p, &narrow, min_offset, 5_000).unwrap();
+        assert!(counter
+            .update(&cols)
+            .unwrap_err()
+            .contains("outside the extent"));
+        // an extent wider than the rows: the locality ranges would differ, so finish refuses
+        let wide = Whole {
+            max_end: extent.max_end + 4096,
+            ..extent
+        };
+        let mut counter = StreamCounter::new(&p, &wide, min_offset, 5_000).unwrap();
+        counter.update(&cols).unwrap();
+        assert!(counter.finish().unwrap_err().contains("extent declared"));
+        // no rows at all
+        let counter = StreamCounter::new(&p, &extent, min_offset, 0).unwrap();
+        assert!(counter.finish().is_err());
+        // too many streams for the bitmaps
+        let ((ts, st, op, off, sz), _) = mixed(5_000, 40, 1 << 26, 5);
+        let cols = TraceColumns::new(&ts, &st, &op, &off, &sz);
+        let (extent, min_offset) = declared(&cols);
+        let mut counter = StreamCounter::new(&p, &extent, min_offset, 5_000).unwrap();
+        assert!(counter.update(&cols).unwrap_err().contains("do not fit"));
     }
 
     #[test]
