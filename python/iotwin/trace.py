@@ -236,9 +236,15 @@ def extent_of(df: pl.DataFrame) -> dict[str, int] | None:
         pl.col("ts_ns").max().alias("last_ts"),
         pl.col("stream").max().alias("max_stream"),
         pl.col("offset").min().alias("min_offset"),
-        (pl.col("offset") + pl.col("size").cast(pl.UInt64)).max().alias("max_end"),
+        pl.col("offset").max().alias("top"),
+        pl.col("size").max().alias("longest"),
     ).row(0, named=True)
-    return {"rows": df.height, **{k: int(v) for k, v in row.items()}}
+    top, longest = row.pop("top"), row.pop("longest")
+    # the largest end is among the requests that start within the longest size of the last
+    # start: adding the columns for those alone halves the time (ingest does it per row group)
+    near = df.filter(pl.col("offset") >= top - min(top, longest))
+    end = near.select((pl.col("offset") + pl.col("size").cast(pl.UInt64)).max()).item()
+    return {"rows": df.height, **{k: int(v) for k, v in row.items()}, "max_end": int(end)}
 
 
 def merge_extents(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
