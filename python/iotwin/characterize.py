@@ -108,10 +108,9 @@ def _count_batches(
     extent of its rows (ingest and `write_trace` do): its columns are never all in memory
     (bench/ingest's 30M-record file: peak RSS 0.74 against 1.2 GiB, in the same time), only
     the footprint's pieces (4 bytes a request). Returns the trace's shape (no rows) and the
-    counts, or
-    None where this does not apply (a raw trace, no extent, few rows, a column with nulls,
-    rows that do not have the extent recorded, streams too many for the footprint's bitmaps):
-    the caller then loads the trace whole."""
+    counts, or None where this does not apply (a raw trace, no extent, few rows, a column
+    with nulls, rows that do not have the extent recorded, a footprint that needs sorted
+    ranges, an error): the caller then loads the trace whole, and reports any error."""
     src = Path(src)
     if format_name not in (None, "parquet") or not src.is_file():
         return None
