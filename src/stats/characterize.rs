@@ -160,16 +160,14 @@ pub fn characterize(cols: &TraceColumns, params: &Params) -> Result<Summary, Str
 /// them into one.
 pub fn characterize_pieces(pieces: &[TraceColumns], params: &Params) -> Result<Summary, String> {
     let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
-    let parts = if rows < PARALLEL_ROWS {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, MAX_PARTS))
-    };
+    let parts = if rows < PARALLEL_ROWS { 1 } else { parts() };
     characterize_parts(pieces, params, parts)
 }
 
-/// The most threads that count a trace's rows.
-const MAX_PARTS: usize = 8;
+/// How many parts a large trace's rows are cut into: one per core, between 2 and 8.
+fn parts() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
+}
 
 /// `characterize_pieces` with the rows cut into `parts` runs of consecutive rows, each
 /// counted by its own thread in one pass that also groups its requests for the footprint;
@@ -184,9 +182,6 @@ fn characterize_parts(
         if cols.seq.is_some() || cols.run_start.is_some() {
             return Err("a whole trace's pieces have no row numbers or run starts".into());
         }
-    }
-    if params.leaves == 0 {
-        return Err("spatial locality needs at least one range".into());
     }
     let extent = Extent::of_pieces(pieces);
     let rows: usize = pieces.iter().map(|c| c.ts_ns.len()).sum();
@@ -354,7 +349,7 @@ impl StreamCounter {
             seen: Extent::EMPTY,
             base: 0,
             prev_end: None,
-            parts: std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, MAX_PARTS)),
+            parts: parts(),
         })
     }
 
