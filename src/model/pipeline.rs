@@ -9,9 +9,9 @@ use super::stats::{sample_threshold, Batch, FitConfig, Fitter, StackTracker, PAR
 use std::sync::{mpsc, Mutex};
 
 /// How many chunks the distance pass hands to the counting thread: each chunk's counts are
-/// flushed into the fitter's maps once (at 2^16 requests a chunk, the flushes took a fifth
-/// of a 10M-request fit: 4.36 against 3.97 s of CPU, median of 6 alternated
-/// processes), and enough chunks remain for the two threads to share the end.
+/// flushed into the fitter's maps once (with 2^16 requests a chunk, a 10M-request fit took
+/// 4.36 s of CPU, against 3.97 s so: medians of 6 alternated processes), and enough chunks
+/// remain for the two threads to share the end.
 const CHUNKS: usize = 20;
 /// Requests per chunk, at least and at most.
 const MIN_CHUNK: usize = 1 << 16;
