@@ -361,7 +361,7 @@ impl StreamCounter {
             return Ok(());
         }
         let e = Extent::of_pieces(std::slice::from_ref(cols));
-        if e.union(&self.setup.extent).bounds() != self.setup.extent.bounds() {
+        if e.union(&self.setup.extent) != self.setup.extent {
             return Err(format!(
                 "rows {}..{} lie outside the extent declared for the trace",
                 self.base,
@@ -388,7 +388,7 @@ impl StreamCounter {
 
     pub fn finish(self) -> Result<Summary, String> {
         // an empty trace, or one the declared extent does not fit tightly, is counted whole
-        if self.base == 0 || self.seen.bounds() != self.setup.extent.bounds() {
+        if self.base == 0 || self.seen != self.setup.extent {
             return Err("the rows do not have the extent declared for the trace".into());
         }
         let grid = self.setup.grid;
@@ -489,7 +489,7 @@ fn check_lengths(cols: &TraceColumns) -> Result<(), String> {
 
 /// What a cheap first pass learns: time range, largest stream id, smallest offset and
 /// largest end offset.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Extent {
     first_ts: i64,
     last_ts: i64,
@@ -516,16 +516,6 @@ impl Extent {
             min_offset: self.min_offset.min(other.min_offset),
             max_end: self.max_end.max(other.max_end),
         }
-    }
-
-    fn bounds(&self) -> (i64, i64, u32, u64, u64) {
-        (
-            self.first_ts,
-            self.last_ts,
-            self.max_stream,
-            self.min_offset,
-            self.max_end,
-        )
     }
 
     #[cfg(test)]
