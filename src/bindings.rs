@@ -667,33 +667,59 @@ struct PartitionCharacterize {
     inner: Option<crate::stats::partial::PartialCounter>,
 }
 
+/// What both characterize counters are given, as Python passes it: a mapping with these
+/// keys (`distributed.CharacterizeSettings` as a dict): the parameters and the whole
+/// trace's extent.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct CharacterizeSettings {
+    leaves: u64,
+    capacity: u64,
+    window_ns: i64,
+    relaxed_threshold: u64,
+    first_ts: i64,
+    last_ts: i64,
+    max_end: u64,
+    max_stream: u32,
+}
+
+impl CharacterizeSettings {
+    fn split(self) -> (Params, crate::stats::characterize::Whole) {
+        let params = Params {
+            leaves: self.leaves,
+            capacity: self.capacity,
+            window_ns: self.window_ns,
+            relaxed_threshold: self.relaxed_threshold,
+        };
+        let whole = crate::stats::characterize::Whole {
+            first_ts: self.first_ts,
+            last_ts: self.last_ts,
+            max_end: self.max_end,
+            max_stream: self.max_stream,
+        };
+        (params, whole)
+    }
+}
+
+/// A counter that gives its result once: the counter itself, or the error that it is spent.
+fn unspent<'a, T>(inner: &'a mut Option<T>, result: &str) -> PyResult<&'a mut T> {
+    inner
+        .as_mut()
+        .ok_or_else(|| PyValueError::new_err(format!("{result}() was already taken")))
+}
+
+/// Takes a counter's state for its result (once).
+fn spend<T>(inner: &mut Option<T>, result: &str) -> PyResult<T> {
+    inner
+        .take()
+        .ok_or_else(|| PyValueError::new_err(format!("{result}() was already taken")))
+}
+
 #[pymethods]
 impl PartitionCharacterize {
     #[new]
-    #[pyo3(signature = (leaves, capacity, window_ns, relaxed_threshold, first_ts, last_ts, max_end, max_stream))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        leaves: u64,
-        capacity: u64,
-        window_ns: i64,
-        relaxed_threshold: u64,
-        first_ts: i64,
-        last_ts: i64,
-        max_end: u64,
-        max_stream: u32,
-    ) -> PyResult<Self> {
-        let params = Params {
-            leaves,
-            capacity,
-            window_ns,
-            relaxed_threshold,
-        };
-        let whole = crate::stats::characterize::Whole {
-            first_ts,
-            last_ts,
-            max_end,
-            max_stream,
-        };
+    fn new(settings: CharacterizeSettings) -> PyResult<Self> {
+        let (params, whole) = settings.split();
         let inner = crate::stats::partial::PartialCounter::new(&params, &whole)
             .map_err(PyValueError::new_err)?;
         Ok(PartitionCharacterize { inner: Some(inner) })
@@ -723,20 +749,14 @@ impl PartitionCharacterize {
             run_start: Some(buffer_slice(&run_start)?),
             ..bufs.trace_columns(latency.as_ref())?
         };
-        let inner = self
-            .inner
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("counts() was already taken"))?;
+        let inner = unspent(&mut self.inner, "counts")?;
         py.detach(|| inner.update(&cols))
             .map_err(PyValueError::new_err)
     }
 
     /// The counts as bytes (once: the counter is spent).
     fn counts<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let inner = self
-            .inner
-            .take()
-            .ok_or_else(|| PyValueError::new_err("counts() was already taken"))?;
+        let inner = spend(&mut self.inner, "counts")?;
         let bytes = py.detach(|| crate::stats::partial::encode(&inner.finish()));
         Ok(PyBytes::new(py, &bytes))
     }
@@ -754,33 +774,11 @@ struct TraceCharacterize {
 
 #[pymethods]
 impl TraceCharacterize {
+    /// `rows` and `min_offset` complete the extent: a batched read checks every batch
+    /// against them.
     #[new]
-    #[pyo3(signature = (leaves, capacity, window_ns, relaxed_threshold, rows, first_ts, last_ts, min_offset, max_end, max_stream))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        leaves: u64,
-        capacity: u64,
-        window_ns: i64,
-        relaxed_threshold: u64,
-        rows: usize,
-        first_ts: i64,
-        last_ts: i64,
-        min_offset: u64,
-        max_end: u64,
-        max_stream: u32,
-    ) -> PyResult<Self> {
-        let params = Params {
-            leaves,
-            capacity,
-            window_ns,
-            relaxed_threshold,
-        };
-        let whole = crate::stats::characterize::Whole {
-            first_ts,
-            last_ts,
-            max_end,
-            max_stream,
-        };
+    fn new(settings: CharacterizeSettings, rows: usize, min_offset: u64) -> PyResult<Self> {
+        let (params, whole) = settings.split();
         let inner =
             crate::stats::characterize::StreamCounter::new(&params, &whole, min_offset, rows)
                 .map_err(PyValueError::new_err)?;
@@ -803,20 +801,14 @@ impl TraceCharacterize {
         let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
         let latency = latency_ns.map(PyBuffer::<i64>::get).transpose()?;
         let cols = bufs.trace_columns(latency.as_ref())?;
-        let inner = self
-            .inner
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("summary() was already taken"))?;
+        let inner = unspent(&mut self.inner, "summary")?;
         py.detach(|| inner.update(&cols))
             .map_err(PyValueError::new_err)
     }
 
     /// The summary (once: the counter is spent).
     fn summary<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let inner = self
-            .inner
-            .take()
-            .ok_or_else(|| PyValueError::new_err("summary() was already taken"))?;
+        let inner = spend(&mut self.inner, "summary")?;
         let summary = py
             .detach(|| inner.finish())
             .map_err(PyValueError::new_err)?;

@@ -123,18 +123,14 @@ def _count_batches(
     schema = pl.read_parquet_schema(src)
     names = [*_COUNTED, *(["latency_ns"] if "latency_ns" in schema else [])]
     try:
-        counter = _core.TraceCharacterize(
-            leaves,
-            int(meta.capacity or 0),
-            max(1, round(window_s * _NS)),
-            int(threshold),
-            e["rows"],
-            e["first_ts"],
-            e["last_ts"],
-            e["min_offset"],
-            e["max_end"],
-            e["max_stream"],
-        )
+        settings = {
+            "leaves": leaves,
+            "capacity": int(meta.capacity or 0),
+            "window_ns": max(1, round(window_s * _NS)),
+            "relaxed_threshold": int(threshold),
+            **{k: e[k] for k in ("first_ts", "last_ts", "max_end", "max_stream")},
+        }
+        counter = _core.TraceCharacterize(settings, e["rows"], e["min_offset"])
         for batch in prefetched(pl.scan_parquet(src).select(names).collect_batches(), depth=2):
             columns = [batch.get_column(name) for name in names]
             if any(c.has_nulls() for c in columns):

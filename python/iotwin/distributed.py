@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -230,16 +230,7 @@ def characterize_unit(unit: Unit, settings: CharacterizeSettings) -> bytes:
     after another, as bytes."""
     import numpy as np
 
-    counter = _core.PartitionCharacterize(
-        settings.leaves,
-        settings.capacity,
-        settings.window_ns,
-        settings.relaxed_threshold,
-        settings.first_ts,
-        settings.last_ts,
-        settings.max_end,
-        settings.max_stream,
-    )
+    counter = _core.PartitionCharacterize(asdict(settings))
     for p in unit.partitions:
         file = Path(unit.root) / p.path
         df = read_partition(file, p)
