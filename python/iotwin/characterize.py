@@ -9,6 +9,7 @@ everywhere".
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,22 @@ def _count(trace: Trace, leaves: int, window_s: float, relaxed_threshold: int) -
         raise IotwinError(f"{trace.meta.source or 'trace'}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class CharacterizeSettings:
+    """What a characterize counter needs (`_core.TraceCharacterize`, and each
+    `_core.PartitionCharacterize` task of a partitioned trace): the parameters and the whole
+    trace's extent."""
+
+    leaves: int
+    capacity: int  # 0: max(offset + size) over the trace
+    window_ns: int
+    relaxed_threshold: int
+    first_ts: int
+    last_ts: int
+    max_end: int
+    max_stream: int
+
+
 _COUNTED = ("ts_ns", "stream", "op", "offset", "size")
 
 # Canonical files of fewer rows are read whole: batches would save little.
@@ -123,14 +140,14 @@ def _count_batches(
     schema = pl.read_parquet_schema(src)
     names = [*_COUNTED, *(["latency_ns"] if "latency_ns" in schema else [])]
     try:
-        settings = {
-            "leaves": leaves,
-            "capacity": int(meta.capacity or 0),
-            "window_ns": max(1, round(window_s * _NS)),
-            "relaxed_threshold": int(threshold),
+        settings = CharacterizeSettings(
+            leaves=leaves,
+            capacity=int(meta.capacity or 0),
+            window_ns=max(1, round(window_s * _NS)),
+            relaxed_threshold=int(threshold),
             **{k: e[k] for k in ("first_ts", "last_ts", "max_end", "max_stream")},
-        }
-        counter = _core.TraceCharacterize(settings, e["rows"], e["min_offset"])
+        )
+        counter = _core.TraceCharacterize(asdict(settings), e["rows"], e["min_offset"])
         for batch in prefetched(pl.scan_parquet(src).select(names).collect_batches(), depth=2):
             columns = [batch.get_column(name) for name in names]
             if any(c.has_nulls() for c in columns):

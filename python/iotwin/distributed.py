@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _core
+from .characterize import CharacterizeSettings
 from .dataset import Dataset, Partition, open_dataset, partition_columns, read_partition
 from .errors import IotwinError
 from .layout import layout_from_ends
@@ -209,20 +210,6 @@ def _run(
 
 
 # -- characterize ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CharacterizeSettings:
-    """What every characterize task needs: the whole trace's extent and the parameters."""
-
-    leaves: int
-    capacity: int  # 0: max(offset + size) over the trace
-    window_ns: int
-    relaxed_threshold: int
-    first_ts: int
-    last_ts: int
-    max_end: int
-    max_stream: int
 
 
 def characterize_unit(unit: Unit, settings: CharacterizeSettings) -> bytes:
