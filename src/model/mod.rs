@@ -3,6 +3,7 @@
 //! document, and the sampler that regenerates requests from it.
 
 pub mod count;
+pub mod data;
 pub mod dist;
 pub mod finalize;
 pub mod hist;

@@ -8,6 +8,7 @@
 //! requests (exact counts, so thread weights and the activity shape hold), and the sampled
 //! inter-arrival times spread them inside the window.
 
+use super::data::DataMap;
 use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::History;
@@ -309,6 +310,8 @@ pub struct Sampler {
     global_reuse: bool,
     /// How the fitted trace interleaved streams at one instant (`ties.rs`).
     ties: TieCounts,
+    /// A file-level model's files: new data and runs stay inside them (`data.rs`).
+    data: DataMap,
 }
 
 fn category(v: &Value) -> Result<Category, Err> {
@@ -345,6 +348,7 @@ impl Sampler {
             streams,
             global_reuse: model.get("reuse_scope").and_then(Value::as_str) == Some("global"),
             ties: TieCounts::from_json(model.get("ties"))?,
+            data: DataMap::from_json(model.get("files"))?,
         })
     }
 
@@ -865,9 +869,10 @@ impl Sampler {
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
-        let room = within(s.extent, (lo, hi.min(cap)));
+        let room = self.data.room(within(s.extent, (lo, hi.min(cap))), rng);
         if let Some(f) = frontier {
-            if let Some(off) = next_fresh(f, target, lo, hi.min(cap), s, cat, reref) {
+            let leaf = (lo, hi.min(cap));
+            if let Some(off) = next_fresh(f, target, leaf, &self.data, s, cat, reref) {
                 return (off, own);
             }
         } else if let (KIND_RANDOM, Some(start), Some(end)) =
@@ -932,7 +937,7 @@ impl Sampler {
     /// count budgets keep locality (measured: within 0.002 at level 1 on cloudPhysics), while
     /// holding runs inside their transition's leaf broke them at small leaves.
     fn continues(&self, end: u64, size: u32) -> bool {
-        end + size as u64 <= self.tree.capacity
+        end + size as u64 <= self.tree.capacity && self.data.holds(end, size as u64)
     }
 
     fn uniform_offset(&self, s: &StreamModel, size: u32, rng: &mut Pcg64Mcg) -> u64 {
@@ -1014,12 +1019,13 @@ fn pick(
 /// With one history of all streams, new data fills each leaf from its start, past what is
 /// touched already, as a file system allocates: the footprint stays dense, so runs that read
 /// on past one request find data others wrote (pgbench: 205 runs of touched blocks in the
-/// original; 2,028 with cold requests at random offsets). None once the leaf is full.
+/// original; 2,028 with cold requests at random offsets). In a file-level model new data
+/// goes only where files are (`data.rs`). None once the leaf is full.
 fn next_fresh(
     frontier: &mut FxHashMap<u64, u64>,
     leaf: u64,
-    lo: u64,
-    hi: u64,
+    (lo, hi): (u64, u64),
+    data: &DataMap,
     s: &StreamModel,
     cat: &Category,
     history: Option<&History>,
@@ -1027,12 +1033,18 @@ fn next_fresh(
     let align = s.alignment.max(1);
     let size = cat.size as u64;
     let at = frontier.entry(leaf).or_insert(lo);
-    let mut off = at.div_ceil(align) * align;
-    while off + size <= hi && history.is_some_and(|r| r.seen(off)) {
-        off = (off + size.max(1)).div_ceil(align) * align;
+    let fit = |off: u64| data.next_fit(off.div_ceil(align) * align, size, align);
+    let inside = |o: &u64| o + size <= hi;
+    let mut off = fit(*at);
+    while let Some(o) = off.filter(|o| inside(o) && history.is_some_and(|r| r.seen(*o))) {
+        off = fit(o + size.max(1));
     }
+    let Some(off) = off.filter(inside) else {
+        *at = hi; // the leaf's data is all touched
+        return None;
+    };
     *at = off + size;
-    (off + size <= hi).then_some(off)
+    Some(off)
 }
 
 /// Draws of an in-leaf jump before a random request falls back to a uniform offset.
@@ -1915,6 +1927,37 @@ mod tests {
             assert_eq!(place(KIND_RESUME).0, 110 * block);
             let (off, _) = place(KIND_RESUME_REREF);
             assert!(off < 100 * block && off % block == 0, "{off}");
+        }
+    }
+
+    #[test]
+    fn new_data_in_a_leaf_whose_files_are_all_touched_finds_none() {
+        let s = Sampler::from_json(&interleaved_runs(true)).unwrap();
+        let files = serde_json::json!([{"base": 0, "size": 8192}]);
+        let data = DataMap::from_json(Some(&files)).unwrap();
+        let mut history = History::new(4, s.tree.capacity);
+        for b in 0..3 {
+            history.touch(b * 4096, 0);
+        }
+        let mut frontier = FxHashMap::default();
+        // twice each: a flush (no size) once stood still past the last file, forever
+        for size in [4096, 0, 4096, 0] {
+            let cat = Category {
+                op: 0,
+                size,
+                kind: KIND_RANDOM,
+            };
+            let leaf = (0, 10_000);
+            let got = next_fresh(
+                &mut frontier,
+                0,
+                leaf,
+                &data,
+                &s.streams[0],
+                &cat,
+                Some(&history),
+            );
+            assert_eq!(got, None);
         }
     }
 
