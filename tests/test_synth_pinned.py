@@ -35,11 +35,11 @@ PINNED = [
         "ab5f3454cb2a63a1",
     ),
     ("msr_flat_l2", {"requests": 30_000, "seed": 4}, "24692c0d4225cde1"),
-    ("pgbench_l1", {"requests": 30_000, "seed": 5}, "3cfdd93a8c750717"),
+    ("pgbench_l1", {"requests": 30_000, "seed": 5}, "32d51c056ba2bb0c"),
     ("tpcc_l1", {"requests": 30_000, "seed": 6}, "801e8b57c4a6867a"),
     # enough requests for the streams to walk on several threads
     ("tpcc_l1", {"requests": 200_000, "seed": 14}, "23c14c96028acd05"),
-    ("pgbench_l1", {"requests": 150_000, "seed": 15}, "b83373d909105287"),
+    ("pgbench_l1", {"requests": 150_000, "seed": 15}, "95e1d0e07500b111"),
 ]
 
 

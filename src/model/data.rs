@@ -16,6 +16,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, Default)]
 pub struct DataMap {
     pieces: Vec<(u64, u64)>,
+    /// Bytes of the pieces before each piece (one more entry: all of them).
+    before: Vec<u64>,
 }
 
 impl DataMap {
@@ -35,7 +37,13 @@ impl DataMap {
             pieces.push((base, base + field("size")?.max(1)));
         }
         pieces.sort_unstable();
-        Ok(DataMap { pieces })
+        let before = std::iter::once(0)
+            .chain(pieces.iter().scan(0, |sum, p| {
+                *sum += p.1 - p.0;
+                Some(*sum)
+            }))
+            .collect();
+        Ok(DataMap { pieces, before })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -61,28 +69,21 @@ impl DataMap {
     /// proportion to its bytes there (so offsets stay uniform over the data). `room` itself
     /// without a map or where it holds no data; no draw where one file covers it.
     pub fn room(&self, (lo, hi): (u64, u64), rng: &mut Pcg64Mcg) -> (u64, u64) {
-        let parts = || {
-            self.pieces[self.first_after(lo)..]
-                .iter()
-                .take_while(move |p| p.0 < hi)
-                .map(move |&(a, b)| (a.max(lo), b.min(hi)))
-        };
-        let (count, bytes) = parts().fold((0, 0), |(n, t), (a, b)| (n + 1, t + (b - a)));
-        if count == 0 {
+        let first = self.first_after(lo);
+        let end = self.pieces.partition_point(|p| p.0 < hi);
+        if first >= end {
             return (lo, hi);
         }
-        let mut u = if count == 1 {
-            0
-        } else {
-            rng.random_range(0..bytes)
-        };
-        for (a, b) in parts() {
-            if u < b - a {
-                return (a, b);
-            }
-            u -= b - a;
+        let clip = |i: usize| (self.pieces[i].0.max(lo), self.pieces[i].1.min(hi));
+        if end - first == 1 {
+            return clip(first);
         }
-        (lo, hi)
+        // bytes of whole pieces from the prefix sums, less what lies outside the room
+        let head = lo.saturating_sub(self.pieces[first].0);
+        let tail = self.pieces[end - 1].1.saturating_sub(hi);
+        let bytes = self.before[end] - self.before[first] - head - tail;
+        let at = self.before[first] + head + rng.random_range(0..bytes);
+        clip(self.before.partition_point(|&b| b <= at) - 1)
     }
 
     /// The first aligned offset at or after `off` where `size` bytes fit inside one file (a
@@ -139,6 +140,28 @@ mod tests {
         // 2 KiB of the first file against 4 KiB of the second: a third
         assert!((1800..2200).contains(&first), "{first}");
         assert_eq!(m.room((20000, 30000), &mut rng), (20000, 30000)); // no data: as it was
+    }
+
+    #[test]
+    fn a_room_clipped_at_both_ends_draws_by_the_bytes_inside_it() {
+        let files = json!([
+            {"base": 0, "size": 10240},
+            {"base": 1 << 20, "size": 4096},
+            {"base": 2 << 20, "size": 8192}
+        ]);
+        let m = DataMap::from_json(Some(&files)).unwrap();
+        let mut rng = Pcg64Mcg::seed_from_u64(2);
+        // 2 KiB of the first file, all 4 KiB of the second, 4 of the third's 8
+        let room = (8192, (2 << 20) + 4096);
+        let mut seen = std::collections::HashMap::new();
+        for _ in 0..10_000 {
+            *seen.entry(m.room(room, &mut rng)).or_insert(0) += 1;
+        }
+        let share = |r: (u64, u64)| seen[&r] as f64 / 10_000.0;
+        assert_eq!(seen.len(), 3);
+        assert!((share((8192, 10240)) - 0.2).abs() < 0.02);
+        assert!((share((1 << 20, (1 << 20) + 4096)) - 0.4).abs() < 0.02);
+        assert!((share((2 << 20, (2 << 20) + 4096)) - 0.4).abs() < 0.02);
     }
 
     #[test]

@@ -869,14 +869,16 @@ impl Sampler {
             }
         }
         let (lo, hi) = self.tree.leaf_range(target);
-        let room = self.data.room(within(s.extent, (lo, hi.min(cap))), rng);
+        let leaf = (lo, hi.min(cap));
+        let packed = frontier.is_some();
         if let Some(f) = frontier {
-            let leaf = (lo, hi.min(cap));
             if let Some(off) = next_fresh(f, target, leaf, &self.data, s, cat, reref) {
                 return (off, own);
             }
-        } else if let (KIND_RANDOM, Some(start), Some(end)) =
-            (cat.kind, recent.last_start(), prev_end)
+        }
+        let room = self.data.room(within(s.extent, leaf), rng);
+        if let (false, KIND_RANDOM, Some(start), Some(end)) =
+            (packed, cat.kind, recent.last_start(), prev_end)
         {
             // per-stream models: a random request in its predecessor's leaf jumps from its end
             // as the original's did (`leaf_jump`)
