@@ -668,7 +668,7 @@ struct PartitionCharacterize {
 }
 
 /// What both characterize counters are given, as Python passes it: a mapping with these
-/// keys (`distributed.CharacterizeSettings` as a dict): the parameters and the whole
+/// keys (`characterize.CharacterizeSettings` as a dict): the parameters and the whole
 /// trace's extent.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
