@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -165,3 +167,36 @@ def test_cli_opts(tmp_path: Path) -> None:
     assert failed.returncode == 2
     assert "missing column mapping offset, size, op" in failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+def test_whatif_reads_with_the_same_reader_options(tmp_path: Path) -> None:
+    """`iotwin sim` and the what-if commands take --opt, --stream-by and --skip-bad as fit does: a generic CSV
+    can only be read with its column map."""
+    from typer.testing import CliRunner
+
+    from iotwin.cli import app
+    from iotwin.model import ShortTraceWarning
+    from iotwin.sim import simulate
+
+    src = tmp_path / "named.csv"
+    src.write_text(NAMED + "oops\n")
+    opts = [a for k, v in NAMED_MAP.items() for a in ("--opt", f"{k}={v}")]
+    sim = ["sim", str(src), "-f", "csv", "--json"]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        done = CliRunner().invoke(app, [*sim, *opts, "--skip-bad"])
+    assert done.exit_code == 0, done.output
+    # simulating the original fits no model (3 requests would warn that the model is thin)
+    assert not [w for w in seen if issubclass(w.category, ShortTraceWarning)]
+    doc = json.loads(done.stdout)
+    read = iotwin.ReadOptions(skip_bad=True, extra=NAMED_MAP)
+    expected = simulate(iotwin.load_trace(src, "csv", read), "hdd-7200")
+    assert doc["requests"] == 3 and doc["of"] == "original"
+    assert doc["mean_ms"] == pytest.approx(expected.mean_ms)
+    # the command line prints these errors without a traceback (test_cli_opts)
+    bad = CliRunner().invoke(app, [*sim, *opts])  # the malformed last line, not skipped
+    assert isinstance(bad.exception, iotwin.TraceFormatError)
+    assert bad.exception.location == "line 5"
+    unmapped = CliRunner().invoke(app, [*sim, "--opt", "ts=time"])
+    assert isinstance(unmapped.exception, IotwinError)
+    assert "missing column mapping offset, size, op" in str(unmapped.exception)

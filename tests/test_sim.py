@@ -107,7 +107,7 @@ def test_intensity_sweep_finds_saturation(traces: Path) -> None:
     the offered load until the disk is saturated, then stays flat at the disk's capacity; the first saturated intensity is
     the lowest where completed IOPS fall below 95% of offered."""
     trace = load_trace(traces / "cloudPhysicsIO.vscsi")
-    w = Workload("cloudPhysics", trace, model=None)  # type: ignore[arg-type]
+    w = Workload("cloudPhysics", trace)  # the sweep simulates the original: no model
     r = intensity.study(w, [1, 2, 4, 8, 16, 32, 64], "hdd-7200")
     pts = r["points"]
     sat = r["saturation_scale"]

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from . import __version__
 from .errors import IotwinError
-from .formats import FORMATS, ReadOptions
+from .formats import FORMATS
+from .reader_cli import ReaderOpt, SkipBadOpt, StreamByOpt, reader_options
 
 app = typer.Typer(
     name="iotwin",
@@ -30,24 +31,6 @@ FormatOpt = Annotated[
         "--format", "-f", help="Trace format (see `iotwin formats`); auto-detected if omitted."
     ),
 ]
-StreamByOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--stream-by",
-        help="What a stream is: thread, process, device, volume or file (format-dependent).",
-    ),
-]
-SkipBadOpt = Annotated[
-    bool, typer.Option("--skip-bad", help="Skip malformed records, count them and report them.")
-]
-ReaderOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--opt", help="Format-specific reader setting KEY=VALUE (e.g. events=D for blkparse)."
-    ),
-]
-
-
 ClusterOpt = Annotated[
     str | None,
     typer.Option(
@@ -62,16 +45,6 @@ ClusterTimeoutOpt = Annotated[
 RetriesOpt = Annotated[
     int, typer.Option("--retries", help="Times Dask retries a failed partition task.")
 ]
-
-
-def reader_options(stream_by: str | None, skip_bad: bool, opt: list[str] | None) -> ReadOptions:
-    extra: dict[str, str] = {}
-    for item in opt or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise IotwinError(f"--opt '{item}': expected KEY=VALUE")
-        extra[key.strip()] = value.strip()
-    return ReadOptions(stream_by=stream_by, skip_bad=skip_bad, extra=extra)
 
 
 def _version(value: bool) -> None:

@@ -8,7 +8,6 @@ its uniform (IOMeter-like) baseline.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 
@@ -30,13 +29,36 @@ MAX_TWINS = 5
 TWIN_REQUEST_BUDGET = 2_000_000
 
 
-@dataclass
 class Workload:
-    """What a study runs: the original trace (None when given a model) and its model."""
+    """What a study runs: the original trace (None when given a model) and its model, which
+    a trace gets fitted (at `levels`, or the default) only when a study first asks for it:
+    simulating or sweeping the original needs none."""
 
-    name: str
-    original: Trace | None
-    model: Model
+    def __init__(
+        self,
+        name: str,
+        original: Trace | None,
+        model: Model | None = None,
+        levels: int | None = None,
+    ) -> None:
+        if original is None and model is None:
+            raise ValueError("a workload needs a trace or a model")
+        self.name = name
+        self.original = original
+        self._model = model
+        self._levels = levels
+
+    @property
+    def model(self) -> Model:
+        return self.fit()
+
+    def fit(self) -> Model:
+        """The model, fitting the original now if it has not been."""
+        if self._model is None:
+            assert self.original is not None
+            levels = {} if self._levels is None else {"levels": self._levels}
+            self._model = fit(self.original, **levels)
+        return self._model
 
     def twin(self, seed: int = 0) -> Trace:
         return self._synth(seed, baseline=None)
@@ -84,14 +106,14 @@ def is_model_file(path: Path) -> bool:
 
 
 def load_workload(path: Path, trace_loader, levels: int | str | None = None) -> Workload:
-    """A model file as it is, or a trace fitted with default settings (or `levels`)."""
+    """A model file as it is, or a trace to be fitted with default settings (or `levels`)
+    when a study first needs its model."""
     if is_model_file(path):
         return Workload(path.name, None, Model.load(path))
     trace = trace_loader(path)
     if len(trace) == 0:
         raise IotwinError(f"{path}: the trace has no requests")
-    model = fit(trace) if levels is None else fit(trace, levels=int(levels))
-    return Workload(path.name, trace, model)
+    return Workload(path.name, trace, levels=None if levels is None else int(levels))
 
 
 def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..reader_cli import ReaderOpt, SkipBadOpt, StreamByOpt, reader_options
 from ..source import atomic_output
 
 whatif_app = typer.Typer(
@@ -50,11 +51,18 @@ FormatOpt = Annotated[
 ]
 
 
-def load_trace_quietly(path: Path, format: str | None = None):
+def load_trace_quietly(
+    path: Path,
+    format: str | None = None,
+    stream_by: str | None = None,
+    skip_bad: bool = False,
+    opt: list[str] | None = None,
+):
     from ..ingest import load_trace
 
+    options = reader_options(stream_by, skip_bad, opt)
     with err_console.status(f"reading {path} ..."):
-        return load_trace(path, format)
+        return load_trace(path, format, options)
 
 
 def emit(result: dict[str, Any], json_out: bool, out: Path | None, render) -> None:
@@ -107,13 +115,18 @@ def sim(
     json_out: JsonOpt = False,
     out: OutOpt = None,
     format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
 ) -> None:
     """Simulate a trace (or a model's synthetic twin) on a device, open loop."""
     from ..sim import simulate
     from . import auto_intensity, load_workload
 
     with err_console.status("preparing ..."):
-        w = load_workload(workload, lambda p: load_trace_quietly(p, format))
+        w = load_workload(
+            workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt)
+        )
         trace = w.reference(seed)
         scale = parse_intensity(intensity)
         if scale is None:
@@ -227,6 +240,9 @@ def cache_cmd(
     out: OutOpt = None,
     plot: PlotOpt = None,
     format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
 ) -> None:
     """Storage speedup per SSD cache size: original, synthetic twin and uniform baseline."""
     from ..cache import policies
@@ -240,8 +256,9 @@ def cache_cmd(
         raise IotwinError(f"--policy '{policy}': unknown cache policy (known: {', '.join(known)})")
     sizes_list, scale, count = _sizes(sizes), parse_intensity(intensity), parse_twins(twins)
 
+    w = load_workload(workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt))
     with err_console.status("fitting the twin ..."):
-        w = load_workload(workload, lambda p: load_trace_quietly(p, format))
+        w.fit()
     with _progress() as bar:
         r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar, count)
     emit(r, json_out, out, cache.render)
@@ -261,6 +278,9 @@ def intensity_cmd(
     out: OutOpt = None,
     plot: PlotOpt = None,
     format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
 ) -> None:
     """Throughput and response time against intensity, naming the saturation point."""
     from ..figures import check_plot_path
@@ -269,7 +289,9 @@ def intensity_cmd(
     check_plot_path(plot)
     values = parse_list(scales, "--scales", _scale)
     with err_console.status("preparing ..."):
-        w = load_workload(workload, lambda p: load_trace_quietly(p, format))
+        w = load_workload(
+            workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt)
+        )
     with _progress() as bar:
         r = intensity.study(w, values, device, seed, bar)
     emit(r, json_out, out, intensity.render)
@@ -286,11 +308,14 @@ def defrag_cmd(
     json_out: JsonOpt = False,
     out: OutOpt = None,
     format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
 ) -> None:
     """Files as captured on disk against the same files laid out contiguously."""
     from . import defrag
 
-    t = load_trace_quietly(trace, format)
+    t = load_trace_quietly(trace, format, stream_by, skip_bad, opt)
     with err_console.status("simulating before and after ..."):
         r = defrag.study(t, device, parse_intensity(intensity), seed)
     emit(r, json_out, out, defrag.render)
@@ -338,6 +363,9 @@ def levels_cmd(
     out: OutOpt = None,
     plot: PlotOpt = None,
     format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
 ) -> None:
     """Response time of the twin per model level against the original (seed 000 Figure 6)."""
     from ..errors import IotwinError
@@ -347,7 +375,7 @@ def levels_cmd(
 
     if is_model_file(trace):
         raise IotwinError(f"{trace}: whatif levels needs a trace (it fits a model per level)")
-    data = load_trace_quietly(trace, format)
+    data = load_trace_quietly(trace, format, stream_by, skip_bad, opt)
     scale, count = parse_intensity(intensity), parse_twins(twins)
     with err_console.status(f"fitting, synthesizing and simulating levels 1-{max_levels} ..."):
         result = study(data, device, max_levels, scale, seed, twins=count)
@@ -424,6 +452,9 @@ def stress_cmd(
     out: OutOpt = None,
     plot: PlotOpt = None,
     format: FormatOpt = None,
+    stream_by: StreamByOpt = None,
+    skip_bad: SkipBadOpt = False,
+    opt: ReaderOpt = None,
 ) -> None:
     """Early problem detection: the workload at rising intensity; outlier address regions
     and the break-away intensity (seed 001 section 6.1), on real storage or the simulator."""
@@ -443,7 +474,7 @@ def stress_cmd(
     steps = parse_ramp(ramp)
     seconds = parse_duration(duration, "--duration") if duration else None
     with err_console.status("preparing ...") as status:
-        w = load_workload(model, lambda p: load_trace_quietly(p, format))
+        w = load_workload(model, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt))
         if device is not None:
             result = on_simulator(
                 w.model, device, steps, duration_s=seconds, depth=depth, seed=seed,
