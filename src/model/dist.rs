@@ -255,13 +255,31 @@ pub fn ks_distance(h: &Hist, d: &Iat) -> f64 {
 /// `ks_distance` over the histogram's (bucket, count) sorted by bucket. Adjacent buckets
 /// share an edge, whose CDF is computed once (finalisation spends its time in CDFs).
 fn ks_sorted(sorted: &[(u16, u64)], d: &Iat) -> f64 {
+    ks_sorted_within(sorted, d, f64::INFINITY)
+}
+
+/// `ks_sorted`, stopping as soon as the distance exceeds `limit` (it then returns a value
+/// above `limit`, not the distance itself).
+fn ks_sorted_within(sorted: &[(u16, u64)], d: &Iat, limit: f64) -> f64 {
     let total: u64 = sorted.iter().map(|b| b.1).sum();
     if total == 0 {
         return 0.0;
     }
-    // the gamma family's ln Γ(shape), once instead of at every edge
-    let cdf = |x: f64| match d {
-        Iat::Gamma { shape, scale } => gamma_p_with(*shape, x.max(0.0) / scale, ln_gamma(*shape)),
+    // the gamma family's ln Γ(shape), once instead of at every edge; an empirical CDF by
+    // binary search over its running sums, not a pass over every bucket at every edge
+    let ln_gamma_shape = match d {
+        Iat::Gamma { shape, .. } => ln_gamma(*shape),
+        _ => 0.0,
+    };
+    let empirical = match d {
+        Iat::Empirical { buckets } => Some(EmpiricalCdf::new(buckets)),
+        _ => None,
+    };
+    let cdf = |x: f64| match (d, &empirical) {
+        (Iat::Gamma { shape, scale }, _) => {
+            gamma_p_with(*shape, x.max(0.0) / scale, ln_gamma_shape)
+        }
+        (_, Some(e)) => e.at(x),
         _ => d.cdf(x),
     };
     let mut below = 0u64;
@@ -280,9 +298,56 @@ fn ks_sorted(sorted: &[(u16, u64)], d: &Iat) -> f64 {
         let at_hi = cdf(hi as f64 - 0.5);
         worst = worst.max((at_lo - before).abs());
         worst = worst.max((at_hi - after).abs());
+        if worst > limit {
+            return worst;
+        }
         last_edge = Some((hi, at_hi));
     }
     worst
+}
+
+/// An empirical distribution's CDF (`Iat::cdf`, the same sums in the same order) over
+/// buckets sorted and apart, as histograms give them.
+struct EmpiricalCdf<'a> {
+    buckets: &'a [(u64, u64, u64)],
+    /// Counts of the buckets before each one, summed as `Iat::cdf` sums them.
+    before: Vec<f64>,
+    n: f64,
+}
+
+impl<'a> EmpiricalCdf<'a> {
+    fn new(buckets: &'a [(u64, u64, u64)]) -> EmpiricalCdf<'a> {
+        let mut acc = 0.0;
+        let before = buckets
+            .iter()
+            .map(|b| {
+                let v = acc;
+                acc += b.2 as f64;
+                v
+            })
+            .collect();
+        let n: u64 = buckets.iter().map(|b| b.2).sum();
+        EmpiricalCdf {
+            buckets,
+            before,
+            n: n.max(1) as f64,
+        }
+    }
+
+    fn at(&self, x: f64) -> f64 {
+        // buckets wholly below x come first; the next one holds x, or lies above it
+        let j = self.buckets.partition_point(|b| x >= b.1 as f64);
+        let mut below = self.before.get(j).copied().unwrap_or_else(|| {
+            self.before.last().copied().unwrap_or(0.0)
+                + self.buckets.last().map_or(0.0, |b| b.2 as f64)
+        });
+        if let Some(&(lo, hi, c)) = self.buckets.get(j) {
+            if x > lo as f64 {
+                below += c as f64 * (x - lo as f64) / (hi - lo) as f64;
+            }
+        }
+        below / self.n
+    }
 }
 
 /// The chosen distribution and its KS distance. `forced` names a family (or "auto").
@@ -305,13 +370,21 @@ pub fn choose(s: &IatStats, forced: &str) -> (Iat, f64) {
     // The simplest family (by parameter count) whose fit is as good as the best's, within
     // sampling noise: a hyper-exponential never wins over the exponential it contains by noise.
     let sorted = s.hist.sorted();
-    let scored: Vec<(Iat, f64)> = cands
-        .iter()
-        .take(6)
-        .flatten()
-        .map(|d| (d.clone(), ks_sorted(&sorted, d)))
-        .collect();
-    let best_ks = scored.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+    // Closed-form CDFs first; a family is measured only as far as it could still be chosen
+    // (within KS_NOISE of the best so far), which spares most of the iterative CDFs (gamma,
+    // poisson). A family cut short is above that bound, so it is neither the best nor chosen.
+    let iterative = |d: &&Iat| matches!(d, Iat::Gamma { .. } | Iat::Poisson { .. });
+    let fitted = || cands.iter().take(6).flatten();
+    let mut scored: Vec<(Iat, f64)> = Vec::with_capacity(6);
+    let mut best_ks = f64::INFINITY;
+    for d in fitted()
+        .filter(|d| !iterative(d))
+        .chain(fitted().filter(iterative))
+    {
+        let ks = ks_sorted_within(&sorted, d, best_ks + KS_NOISE);
+        best_ks = best_ks.min(ks);
+        scored.push((d.clone(), ks));
+    }
     let (d, ks) = SIMPLEST_FIRST
         .iter()
         .find_map(|name| {
@@ -485,6 +558,85 @@ mod tests {
         match choose(&gam, "auto").0 {
             Iat::Gamma { shape, .. } => assert!((shape - 4.0).abs() < 0.2, "shape {shape}"),
             other => panic!("expected gamma, got {other:?}"),
+        }
+    }
+
+    /// The choice as made before the early stops: every family measured in full.
+    fn choose_in_full(s: &IatStats) -> (Iat, f64) {
+        let sorted = s.hist.sorted();
+        let scored: Vec<(Iat, f64)> = candidates(s)
+            .into_iter()
+            .take(6)
+            .flatten()
+            .map(|d| {
+                let ks = ks_sorted(&sorted, &d);
+                (d, ks)
+            })
+            .collect();
+        let best = scored.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
+        let (d, ks) = SIMPLEST_FIRST
+            .iter()
+            .find_map(|n| {
+                scored
+                    .iter()
+                    .find(|c| c.0.name() == *n && c.1 <= best + KS_NOISE)
+            })
+            .cloned()
+            .unwrap();
+        if ks > KS_ACCEPT && s.count >= MIN_EMPIRICAL_SAMPLES {
+            let e = empirical(&s.hist);
+            let eks = ks_sorted(&sorted, &e);
+            return (e, eks);
+        }
+        (d, ks)
+    }
+
+    #[test]
+    fn early_stops_choose_as_measuring_every_family_in_full() {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        let g = Gamma::new(0.7, 3e5).unwrap();
+        let mut samples: Vec<Vec<u64>> = vec![
+            (0..5_000).map(|_| g.sample(&mut rng) as u64).collect(),
+            (0..3_000)
+                .map(|i| if i % 3 == 0 { 40 } else { 2_000_000 + i })
+                .collect(),
+            (0..500)
+                .map(|_| (-2e6 * (1.0 - rng.random::<f64>()).ln()) as u64)
+                .collect(),
+            (0..60).map(|i| 1_000 + 17 * i).collect(),
+        ];
+        // gammas of every shape and scales around the poisson unit, where families tie
+        for k in 0..120 {
+            let g = Gamma::new(0.3 + 0.1 * k as f64, 2e5 * (1 + k % 7) as f64).unwrap();
+            let n = 40 + 97 * (k % 11);
+            samples.push((0..n).map(|_| g.sample(&mut rng) as u64).collect());
+            // and two-phase mixtures, where the hyper-exponential is best and others near it
+            let (p, m1, m2) = (0.2 + 0.005 * k as f64, 1e5, 1e6 * (1 + k % 5) as f64);
+            let h = Iat::HyperExp {
+                p,
+                mean1: m1,
+                mean2: m2,
+            };
+            samples.push((0..n).map(|_| h.sample(&mut rng) as u64).collect());
+        }
+        for v in samples {
+            let st = stats_of(v.into_iter());
+            let (fast, full) = (choose(&st, "auto"), choose_in_full(&st));
+            assert_eq!(fast.0, full.0);
+            assert_eq!(fast.1.to_bits(), full.1.to_bits());
+        }
+    }
+
+    #[test]
+    fn empirical_cdf_by_search_is_the_bucket_sum() {
+        let buckets = vec![(0, 1, 3), (1, 2, 0), (5, 6, 7), (16, 18, 2), (40, 48, 11)];
+        let e = EmpiricalCdf::new(&buckets);
+        let d = Iat::Empirical {
+            buckets: buckets.clone(),
+        };
+        for i in -4..120 {
+            let x = i as f64 * 0.5;
+            assert_eq!(e.at(x).to_bits(), d.cdf(x).to_bits(), "at {x}");
         }
     }
 
