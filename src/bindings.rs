@@ -620,6 +620,7 @@ impl TieCounter {
     #[pyo3(signature = (ts_ns, stream, offset, size, file=None))]
     fn update(
         &mut self,
+        py: Python<'_>,
         ts_ns: PyBuffer<i64>,
         stream: PyBuffer<u32>,
         offset: PyBuffer<u64>,
@@ -635,7 +636,9 @@ impl TieCounter {
         {
             return Err(PyValueError::new_err("columns of different lengths"));
         }
-        self.inner.update(ts, st, off, sz, file);
+        // without the GIL: `fit` counts ties on one thread while the core fits on others
+        let inner = &mut self.inner;
+        py.detach(|| inner.update(ts, st, off, sz, file));
         Ok(())
     }
 
