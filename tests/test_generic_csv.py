@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 import iotwin
-from iotwin.errors import IotwinError
+from iotwin.errors import IotwinError, SkippedRecordsWarning
 from iotwin.formats import FORMATS, detect
 
 NAMED = (
@@ -188,9 +188,15 @@ def test_whatif_reads_with_the_same_reader_options(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     # simulating the original fits no model (3 requests would warn that the model is thin)
     assert not [w for w in seen if issubclass(w.category, ShortTraceWarning)]
+    # the skipped record is counted and named, not dropped silently
+    skipped = [str(w.message) for w in seen if issubclass(w.category, SkippedRecordsWarning)]
+    assert skipped == [
+        f"skipped 1 malformed record; the first: {src}: line 5: field 'host': missing"
+    ]
     doc = json.loads(done.stdout)
     read = iotwin.ReadOptions(skip_bad=True, extra=NAMED_MAP)
-    expected = simulate(iotwin.load_trace(src, "csv", read), "hdd-7200")
+    with pytest.warns(SkippedRecordsWarning, match="line 5"):
+        expected = simulate(iotwin.load_trace(src, "csv", read), "hdd-7200")
     assert doc["requests"] == 3 and doc["of"] == "original"
     assert doc["mean_ms"] == pytest.approx(expected.mean_ms)
     # the command line prints these errors without a traceback (test_cli_opts)

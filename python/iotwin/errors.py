@@ -18,3 +18,7 @@ class TraceFormatError(IotwinError):
         self.field = field
         self.message = message
         super().__init__(f"{self.path}: {location}: field '{field}': {message}")
+
+
+class SkippedRecordsWarning(UserWarning):
+    """Malformed records were skipped (--skip-bad): how many, with the first examples."""

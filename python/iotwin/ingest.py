@@ -12,6 +12,7 @@ import contextlib
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from .errors import IotwinError, TraceFormatError
+from .errors import IotwinError, SkippedRecordsWarning, TraceFormatError
 from .formats import ReadOptions, Scan, TraceFormat, detect, get_format
 from .formats.base import CANONICAL_SCHEMA, OPTIONAL_SCHEMA
 from .formats.delimited import DelimitedFormat
@@ -429,4 +430,15 @@ def load_trace(
         df, _ = _check_and_normalize(df, fmt, path, opts, src)
         streams = df.get_column("stream").unique().sort().to_list()
         df = df.select(canonical_order(df.columns))
+        warn_skipped(src, scan.report.skipped, scan.report.examples)
         return Trace(df, _meta(src, fmt, scan, streams))
+
+
+def warn_skipped(src: Path, skipped: int, examples: list[str]) -> None:
+    """Says how many malformed records --skip-bad left out, and the first of them."""
+    if skipped:
+        # an example names the file, the line and the field already
+        where = f"; the first: {examples[0]}" if examples else f" in {src}"
+        noun = "record" if skipped == 1 else "records"
+        message = f"skipped {skipped:,} malformed {noun}{where}"
+        warnings.warn(SkippedRecordsWarning(message), stacklevel=3)
