@@ -3,7 +3,7 @@ syntax of `--device` (a preset, a preset with overrides, a tiered stack, or a JS
 
     hdd-7200                       a preset
     hdd-7200:capacity=4T           a preset with a field overridden
-    tiered:size=16G,over=hdd-7200,ssd=ssd-sata,policy=lru,write=back
+    tiered:size=16G,over=hdd-7200,ssd=ssd-sata,policy=lru,write=back,dirty=0.5
     mydisk.json                    {"kind": "hdd", "rpm": 5400, ...}
 """
 
@@ -68,7 +68,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-TIERED_DEFAULTS = {"over": "hdd-7200", "ssd": "ssd-sata", "policy": "lru", "write": "back"}
+TIERED_DEFAULTS = {
+    "over": "hdd-7200",
+    "ssd": "ssd-sata",
+    "policy": "lru",
+    "write": "back",
+    "dirty": "0.5",
+}
 SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -129,10 +135,21 @@ def tiered(
     ssd: str = "ssd-sata",
     policy: str = "lru",
     write: str = "back",
+    dirty: str | float = 0.5,
 ) -> dict[str, Any]:
-    """An SSD cache of `size` bytes over an HDD preset (or spec)."""
+    """An SSD cache of `size` bytes over an HDD preset (or spec). With write-back, `dirty`
+    is the share of the cache that may stay dirty: more is written back while the HDD idles
+    (50%, dm-writecache's high watermark; bcache's writeback_percent is 10%)."""
     if write not in ("back", "through"):
         raise IotwinError(f"tiered write policy must be 'back' or 'through', got '{write}'")
+    try:
+        dirty_target = float(dirty)
+    except ValueError:
+        dirty_target = -1.0
+    if not 0.0 <= dirty_target <= 1.0:
+        raise IotwinError(
+            f"dirty share (tiered dirty=, whatif cache --dirty) must be from 0 to 1, got '{dirty}'"
+        )
     hdd, flash = resolve(over), resolve(ssd)
     if hdd["kind"] != "hdd" or flash["kind"] != "ssd":
         raise IotwinError(f"tiered needs an hdd under (got {over}) and an ssd cache (got {ssd})")
@@ -141,6 +158,7 @@ def tiered(
         "cache_bytes": size,
         "policy": policy,
         "write_policy": write,
+        "dirty_target": dirty_target,
         "ssd": flash,
         "hdd": hdd,
     }
@@ -156,7 +174,8 @@ def resolve(spec: str | dict[str, Any]) -> dict[str, Any]:
         unknown = set(opts) - {*TIERED_DEFAULTS, "size"}
         if unknown or "size" not in opts:
             raise IotwinError(
-                f"--device '{spec}': tiered takes size= (required), over=, ssd=, policy=, write="
+                f"--device '{spec}': tiered takes size= (required), over=, ssd=, policy=, "
+                "write=, dirty="
             )
         size = parse_bytes(opts.pop("size"), f"--device '{spec}' size")
         return tiered(size, **opts)

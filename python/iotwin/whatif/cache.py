@@ -72,6 +72,7 @@ def study(
     seed: int = 0,
     progress: Progress | None = None,
     twins: int | None = None,
+    dirty: float = 0.5,
 ) -> dict[str, Any]:
     """The curves of the original (when there is one), of `twins` twins (None: auto) and of
     as many uniform baselines, each synthesized one after the other (a twin's trace is freed
@@ -89,7 +90,7 @@ def study(
         intensity = auto_intensity(reference, hdd, seed)
     reference_fp = footprint_bytes(reference)
     sizes = auto_sizes(reference_fp) if sizes is None else sorted(set(sizes))
-    stack = {"over": over, "ssd": ssd, "policy": policy, "write": write}
+    stack = {"over": over, "ssd": ssd, "policy": policy, "write": write, "dirty": dirty}
     total = sum(len(r) for r in realizations.values()) * (len(sizes) + 1)
     task = progress.add_task("simulating", total=total) if progress else None
 
@@ -109,7 +110,8 @@ def study(
         "kind": "whatif-cache",
         "workload": w.name,
         "device": describe(hdd),
-        "cache": f"{ssd} {policy} write-{write}",
+        "cache": f"{ssd} {policy} write-{write}"
+        + (f", cleaned to {dirty:.0%} dirty" if write == "back" else ""),
         "intensity": intensity,
         "twins": count,
         "seeds": seeds,

@@ -233,6 +233,14 @@ def cache_cmd(
         str, typer.Option("--policy", help="Cache policy (see `iotwin whatif devices`).")
     ] = "lru",
     write: Annotated[str, typer.Option("--write", help="Write policy: back or through.")] = "back",
+    dirty: Annotated[
+        float,
+        typer.Option(
+            "--dirty",
+            help="Write-back: share of the cache that may stay dirty; more is written back "
+            "while the HDD idles (1: only what the policy evicts).",
+        ),
+    ] = 0.5,
     intensity: IntensityOpt = "auto",
     seed: SeedOpt = 0,
     twins: TwinsOpt = "auto",
@@ -260,7 +268,7 @@ def cache_cmd(
     with err_console.status("fitting the twin ..."):
         w.fit()
     with _progress() as bar:
-        r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar, count)
+        r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar, count, dirty)
     emit(r, json_out, out, cache.render)
     if plot is not None:
         cache.plot(r, plot)

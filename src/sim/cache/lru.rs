@@ -95,6 +95,14 @@ impl CachePolicy for Lru {
         true
     }
 
+    fn clean(&mut self, block: u64) {
+        if let Some(&i) = self.map.get(&block) {
+            if let Some(flag) = self.dirty.get_mut(i as usize) {
+                *flag = false;
+            }
+        }
+    }
+
     fn access_tracked(
         &mut self,
         block: u64,

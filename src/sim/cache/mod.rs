@@ -29,6 +29,9 @@ pub trait CachePolicy: Send {
     fn tracks_dirty(&self) -> bool {
         false
     }
+    /// Clears `block`'s dirty flag (it was written back and stays cached), where the policy
+    /// keeps the flags (`tracks_dirty`).
+    fn clean(&mut self, _block: u64) {}
     /// `access` that also marks the block dirty when `write`, and appends each evicted
     /// block's flag to `evicted_dirty` (one hash probe per access instead of three).
     fn access_tracked(

@@ -87,6 +87,24 @@ impl Pending {
         Some((first, last - first))
     }
 
+    /// Takes `block` out of the queue, if it is queued (splitting its run).
+    pub fn remove(&mut self, block: u64) -> bool {
+        let Some((&s, &e)) = self.runs.range(..=block).next_back() else {
+            return false;
+        };
+        if e <= block {
+            return false;
+        }
+        self.take(s, e);
+        for (a, b) in [(s, block), (block + 1, e)] {
+            if a < b {
+                self.runs.insert(a, b);
+                self.blocks += (b - a) as usize;
+            }
+        }
+        true
+    }
+
     fn take(&mut self, start: u64, end: u64) {
         self.runs.remove(&start);
         self.blocks -= (end - start) as usize;
@@ -130,6 +148,9 @@ mod tests {
                     .collect();
                 set.extend(batch.iter().copied());
                 runs.insert_all(&mut batch);
+            } else if next() % 4 == 0 {
+                let block = next() % 420;
+                assert_eq!(runs.remove(block), set.remove(&block), "step {step}");
             } else {
                 let head = next() % 420;
                 let max = 1 + next() % 8;
