@@ -174,9 +174,13 @@ impl Tiered {
     /// Writes back the run of contiguous pending blocks next from the head (elevator order).
     fn flush_one(&mut self, at: u64) {
         let head = self.hdd.head() / PAGE;
-        let Some((first, blocks)) = self.pending.pop_next(head, FLUSH_RUN) else {
-            return;
-        };
+        if let Some((first, blocks)) = self.pending.pop_next(head, FLUSH_RUN) {
+            self.write_back_run(at, first, blocks);
+        }
+    }
+
+    /// One write of `blocks` contiguous blocks from `first` to the HDD, issued at `at`.
+    fn write_back_run(&mut self, at: u64, first: u64, blocks: u64) {
         self.writebacks += blocks;
         let w = SimRequest {
             arrival_ns: at,
@@ -211,14 +215,7 @@ impl Tiered {
                 self.dirty.remove(&block);
             }
         }
-        self.writebacks += blocks;
-        let w = SimRequest {
-            arrival_ns: at,
-            op: 1,
-            offset: first * PAGE,
-            size: (blocks * PAGE) as u32,
-        };
-        self.hdd.submit(&w);
+        self.write_back_run(at, first, blocks);
     }
 
     fn read(&mut self, r: &SimRequest) -> u64 {
