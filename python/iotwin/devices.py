@@ -201,9 +201,13 @@ def _load_json(path: Path) -> dict[str, Any]:
 def describe(device: dict[str, Any]) -> str:
     """One line naming a device, for tables."""
     if device["kind"] == "tiered":
+        write = device["write_policy"]
+        # JSON specs from before the cleaning may lack the share: the simulator's default
+        cleaned = f" (cleaned above {device.get('dirty_target', 0.5):.0%} dirty)"
         return (
-            f"{device['cache_bytes'] / 2**30:g} GiB {device['policy']} write-{device['write_policy']} "
-            f"SSD cache over {device['hdd'].get('rpm', '?'):g} rpm HDD"
+            f"{device['cache_bytes'] / 2**30:g} GiB {device['policy']} write-{write} "
+            f"SSD cache{cleaned if write == 'back' else ''} over "
+            f"{device['hdd'].get('rpm', '?'):g} rpm HDD"
         )
     if device["kind"] == "hdd":
         return f"{device['rpm']:g} rpm HDD, {device['average_seek_ms']:g} ms average seek"
