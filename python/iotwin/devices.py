@@ -68,12 +68,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Share of a write-back cache that may stay dirty while the HDD idles (the simulator's
+# default too: src/sim/device/tiered.rs); dm-writecache's high watermark.
+DEFAULT_DIRTY = 0.5
 TIERED_DEFAULTS = {
     "over": "hdd-7200",
     "ssd": "ssd-sata",
     "policy": "lru",
     "write": "back",
-    "dirty": "0.5",
+    "dirty": str(DEFAULT_DIRTY),
 }
 SIZE_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -135,7 +138,7 @@ def tiered(
     ssd: str = "ssd-sata",
     policy: str = "lru",
     write: str = "back",
-    dirty: str | float = 0.5,
+    dirty: str | float = DEFAULT_DIRTY,
 ) -> dict[str, Any]:
     """An SSD cache of `size` bytes over an HDD preset (or spec). With write-back, `dirty`
     is the share of the cache that may stay dirty: more is written back while the HDD idles
@@ -203,7 +206,7 @@ def describe(device: dict[str, Any]) -> str:
     if device["kind"] == "tiered":
         write = device["write_policy"]
         # JSON specs from before the cleaning may lack the share: the simulator's default
-        cleaned = f" (cleaned above {device.get('dirty_target', 0.5):.0%} dirty)"
+        cleaned = f" (cleaned above {device.get('dirty_target', DEFAULT_DIRTY):.0%} dirty)"
         return (
             f"{device['cache_bytes'] / 2**30:g} GiB {device['policy']} write-{write} "
             f"SSD cache{cleaned if write == 'back' else ''} over "

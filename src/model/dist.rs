@@ -310,22 +310,19 @@ fn ks_sorted_within(sorted: &[(u16, u64)], d: &Iat, limit: f64) -> f64 {
 /// buckets sorted and apart, as histograms give them.
 struct EmpiricalCdf<'a> {
     buckets: &'a [(u64, u64, u64)],
-    /// Counts of the buckets before each one, summed as `Iat::cdf` sums them.
+    /// Counts of the buckets before each one, and of all of them last, summed as
+    /// `Iat::cdf` sums them.
     before: Vec<f64>,
     n: f64,
 }
 
 impl<'a> EmpiricalCdf<'a> {
     fn new(buckets: &'a [(u64, u64, u64)]) -> EmpiricalCdf<'a> {
-        let mut acc = 0.0;
-        let before = buckets
-            .iter()
-            .map(|b| {
-                let v = acc;
-                acc += b.2 as f64;
-                v
-            })
-            .collect();
+        let mut before = Vec::with_capacity(buckets.len() + 1);
+        before.push(0.0);
+        for b in buckets {
+            before.push(before[before.len() - 1] + b.2 as f64);
+        }
         let n: u64 = buckets.iter().map(|b| b.2).sum();
         EmpiricalCdf {
             buckets,
@@ -337,10 +334,7 @@ impl<'a> EmpiricalCdf<'a> {
     fn at(&self, x: f64) -> f64 {
         // buckets wholly below x come first; the next one holds x, or lies above it
         let j = self.buckets.partition_point(|b| x >= b.1 as f64);
-        let mut below = self.before.get(j).copied().unwrap_or_else(|| {
-            self.before.last().copied().unwrap_or(0.0)
-                + self.buckets.last().map_or(0.0, |b| b.2 as f64)
-        });
+        let mut below = self.before[j];
         if let Some(&(lo, hi, c)) = self.buckets.get(j) {
             if x > lo as f64 {
                 below += c as f64 * (x - lo as f64) / (hi - lo) as f64;
@@ -385,6 +379,13 @@ pub fn choose(s: &IatStats, forced: &str) -> (Iat, f64) {
         best_ks = best_ks.min(ks);
         scored.push((d.clone(), ks));
     }
+    settle(s, &sorted, &scored)
+}
+
+/// Of the measured families, the simplest within KS_NOISE of the best; the empirical
+/// histogram instead where that one fits worse than KS_ACCEPT and samples are enough.
+fn settle(s: &IatStats, sorted: &[(u16, u64)], scored: &[(Iat, f64)]) -> (Iat, f64) {
+    let best_ks = scored.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
     let (d, ks) = SIMPLEST_FIRST
         .iter()
         .find_map(|name| {
@@ -396,7 +397,7 @@ pub fn choose(s: &IatStats, forced: &str) -> (Iat, f64) {
         .unwrap_or((Iat::Fixed { value: 0.0 }, 1.0));
     if ks > KS_ACCEPT && s.count >= MIN_EMPIRICAL_SAMPLES {
         let e = empirical(&s.hist);
-        let eks = ks_sorted(&sorted, &e);
+        let eks = ks_sorted(sorted, &e);
         return (e, eks);
     }
     (d, ks)
@@ -573,22 +574,7 @@ mod tests {
                 (d, ks)
             })
             .collect();
-        let best = scored.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-        let (d, ks) = SIMPLEST_FIRST
-            .iter()
-            .find_map(|n| {
-                scored
-                    .iter()
-                    .find(|c| c.0.name() == *n && c.1 <= best + KS_NOISE)
-            })
-            .cloned()
-            .unwrap();
-        if ks > KS_ACCEPT && s.count >= MIN_EMPIRICAL_SAMPLES {
-            let e = empirical(&s.hist);
-            let eks = ks_sorted(&sorted, &e);
-            return (e, eks);
-        }
-        (d, ks)
+        settle(s, &sorted, &scored)
     }
 
     #[test]

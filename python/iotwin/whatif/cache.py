@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from ..devices import describe, resolve, tiered
+from ..devices import DEFAULT_DIRTY, describe, resolve, tiered
 from ..report.figures import bytes_label
 from ..sim import simulate, speedup
 from ..trace import Trace
@@ -72,7 +72,7 @@ def study(
     seed: int = 0,
     progress: Progress | None = None,
     twins: int | None = None,
-    dirty: float = 0.5,
+    dirty: float = DEFAULT_DIRTY,
 ) -> dict[str, Any]:
     """The curves of the original (when there is one), of `twins` twins (None: auto) and of
     as many uniform baselines, each synthesized one after the other (a twin's trace is freed

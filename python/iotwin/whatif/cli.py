@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..devices import DEFAULT_DIRTY
 from ..reader_cli import ReaderOpt, SkipBadOpt, StreamByOpt, reader_options
 from ..source import atomic_output
 
@@ -240,7 +241,7 @@ def cache_cmd(
             help="Write-back: share of the cache that may stay dirty; more is written back "
             "while the HDD idles (1: only what the policy evicts).",
         ),
-    ] = 0.5,
+    ] = DEFAULT_DIRTY,
     intensity: IntensityOpt = "auto",
     seed: SeedOpt = 0,
     twins: TwinsOpt = "auto",
