@@ -9,6 +9,7 @@
 //! average seek: `E[d^p] = 2 / ((p+1)(p+2))`.
 
 use super::{number, transfer_ns, Device, DeviceReport, SimRequest, SlowRegions};
+use crate::sim::{float, whole};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde_json::Value;
@@ -81,6 +82,12 @@ pub struct Hdd {
     p: HddParams,
     exponent: f64,
     revolution_ns: f64,
+    /// 1 / capacity and the transfer rates, per ns and per byte (multiplied on every request,
+    /// not divided).
+    per_capacity: f64,
+    media_ns_per_byte: f64,
+    media_bytes_per_ns: f64,
+    interface_ns_per_byte: f64,
     /// Bytes under the head in one revolution: a jump shorter than this needs no seek.
     track_bytes: u64,
     rng: Pcg64Mcg,
@@ -102,6 +109,10 @@ impl Hdd {
             exponent: p.seek_exponent(),
             track_bytes: (p.media_bytes_per_s * revolution_ns / 1e9) as u64,
             revolution_ns,
+            per_capacity: 1.0 / p.capacity as f64,
+            media_ns_per_byte: 1e9 / p.media_bytes_per_s,
+            media_bytes_per_ns: p.media_bytes_per_s / 1e9,
+            interface_ns_per_byte: 1e9 / p.interface_bytes_per_s,
             rng: Pcg64Mcg::seed_from_u64(seed ^ 0x4844_4400),
             free_at: 0,
             head: None,
@@ -112,7 +123,7 @@ impl Hdd {
     }
 
     fn seek_ns(&self, distance: u64) -> f64 {
-        let d = (distance as f64 / self.p.capacity as f64).min(1.0);
+        let d = (float(distance) * self.per_capacity).min(1.0);
         let span = self.p.full_stroke_ms - self.p.track_to_track_ms;
         (self.p.track_to_track_ms + span * d.powf(self.exponent)) * 1e6
     }
@@ -127,31 +138,31 @@ impl Hdd {
         let Some(head) = self.head else {
             // first request: an average seek and a random rotational position
             let seek = self.seek_ns(self.p.capacity / 3) as u64;
-            return seek + self.rotation_ns() + transfer_ns(size, self.p.media_bytes_per_s);
+            return seek + self.rotation_ns() + transfer_ns(size, self.media_ns_per_byte);
         };
         let forward = r.offset >= head && r.offset - head <= self.p.read_ahead_bytes;
         if r.op == 0 && forward && self.last_was_read {
             // the drive kept reading past `head` while idle: what it buffered comes at interface
             // speed; the media then streams on (skipped bytes pass under the head) up to `end`
             let idle = start.saturating_sub(self.free_at);
-            let read_ahead = (idle as f64 * self.p.media_bytes_per_s / 1e9) as u64;
+            let read_ahead = whole(float(idle) * self.media_bytes_per_ns);
             let buffered_to = head + read_ahead.min(self.p.read_ahead_bytes);
             let from_buffer = end.min(buffered_to).saturating_sub(r.offset);
             let from_media = end.saturating_sub(buffered_to);
-            return transfer_ns(from_buffer, self.p.interface_bytes_per_s)
-                + transfer_ns(from_media, self.p.media_bytes_per_s);
+            return transfer_ns(from_buffer, self.interface_ns_per_byte)
+                + transfer_ns(from_media, self.media_ns_per_byte);
         }
         if r.offset == head {
             // continuing exactly where the last access ended: no positioning
-            return transfer_ns(size, self.p.media_bytes_per_s);
+            return transfer_ns(size, self.media_ns_per_byte);
         }
         let distance = head.abs_diff(r.offset);
         let seek = if distance < self.track_bytes {
             0
         } else {
-            self.seek_ns(distance) as u64
+            whole(self.seek_ns(distance))
         };
-        seek + self.rotation_ns() + transfer_ns(size, self.p.media_bytes_per_s)
+        seek + self.rotation_ns() + transfer_ns(size, self.media_ns_per_byte)
     }
 
     /// When the disk finishes what it has queued.
@@ -165,7 +176,7 @@ impl Hdd {
     }
 
     fn rotation_ns(&mut self) -> u64 {
-        (self.rng.random::<f64>() * self.revolution_ns) as u64
+        whole(self.rng.random::<f64>() * self.revolution_ns)
     }
 }
 

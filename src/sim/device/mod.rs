@@ -99,9 +99,10 @@ pub fn number(spec: &Value, field: &str) -> Result<f64, String> {
     }
 }
 
-/// Service time of `bytes` at `bytes_per_s`, ns.
-pub fn transfer_ns(bytes: u64, bytes_per_s: f64) -> u64 {
-    crate::sim::round_ns(bytes as f64 * 1e9 / bytes_per_s)
+/// Service time of `bytes` at `ns_per_byte` (1e9 / bytes per second, kept by the device: a
+/// multiply on every request, not a divide), ns.
+pub fn transfer_ns(bytes: u64, ns_per_byte: f64) -> u64 {
+    crate::sim::round_ns(crate::sim::float(bytes) * ns_per_byte)
 }
 
 /// Address ranges served slower by a factor (`"slow_regions": [[start, end, factor], ...]`),

@@ -63,17 +63,25 @@ impl Ssd {
 
     /// Serves `pages` page operations of `op` arriving at `arrival`; returns the completion.
     pub fn serve_pages(&mut self, arrival: u64, op: u8, pages: u64) -> u64 {
-        self.serve_pages_scaled(arrival, op, pages, 1.0)
+        self.serve(arrival, pages, self.page_ns(op))
+    }
+
+    fn page_ns(&self, op: u8) -> u64 {
+        if op == 0 {
+            self.p.read_ns
+        } else {
+            self.p.write_ns
+        }
     }
 
     /// `serve_pages` with every page operation `factor` times as long (a slow region).
     fn serve_pages_scaled(&mut self, arrival: u64, op: u8, pages: u64, factor: f64) -> u64 {
-        let nominal = if op == 0 {
-            self.p.read_ns
-        } else {
-            self.p.write_ns
-        };
-        let per_page = crate::sim::round_ns(nominal as f64 * factor);
+        let per_page = crate::sim::round_ns(self.page_ns(op) as f64 * factor);
+        self.serve(arrival, pages, per_page)
+    }
+
+    /// `pages` page operations of `per_page` ns each arriving at `arrival`.
+    fn serve(&mut self, arrival: u64, pages: u64, per_page: u64) -> u64 {
         self.busy_ns += pages * per_page;
         if pages == 0 {
             return arrival;
