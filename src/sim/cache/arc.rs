@@ -7,9 +7,9 @@
 //! which this matches access for access (an integer `p`, as in libCacheSim before 2024,
 //! changes the hit counts by up to a few percent).
 
+use super::blockmap::BlockMap;
 use super::list::{List, Slab};
-use super::{block_map, CachePolicy};
-use rustc_hash::FxHashMap;
+use super::CachePolicy;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Where {
@@ -21,7 +21,7 @@ enum Where {
 
 pub struct Arc {
     capacity: usize,
-    map: FxHashMap<u64, u32>,
+    map: BlockMap,
     slab: Slab,
     place: Vec<Where>,
     t1: List,
@@ -35,7 +35,7 @@ impl Arc {
     pub fn new(capacity: usize) -> Self {
         Arc {
             capacity,
-            map: block_map(2 * capacity),
+            map: BlockMap::with_capacity(2 * capacity),
             slab: Slab::with_capacity(2 * capacity),
             place: Vec::with_capacity(2 * capacity),
             t1: List::new(),
@@ -81,7 +81,7 @@ impl Arc {
         };
         let i = self.slab.pop_tail(list);
         let block = self.slab.block(i);
-        self.map.remove(&block);
+        self.map.remove(block);
         self.slab.release(i);
         if matches!(which, Where::T1 | Where::T2) {
             evicted.push(block);
@@ -131,12 +131,16 @@ impl Arc {
 }
 
 impl CachePolicy for Arc {
+    fn prefetch(&self, block: u64) {
+        self.map.prefetch(block);
+    }
+
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
         if self.capacity == 0 {
             return false;
         }
-        match self.map.get(&block) {
-            Some(&i) => match self.place[i as usize] {
+        match self.map.get(block) {
+            Some(i) => match self.place[i as usize] {
                 Where::T1 => {
                     self.slab.unlink(&mut self.t1, i);
                     self.slab.push_head(&mut self.t2, i);

@@ -21,6 +21,10 @@ impl Clock {
 }
 
 impl CachePolicy for Clock {
+    fn prefetch(&self, block: u64) {
+        self.ring.prefetch(block);
+    }
+
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
         if let Some(slot) = self.ring.slot(block) {
             self.referenced[slot] = true;

@@ -17,6 +17,10 @@ impl Fifo {
 }
 
 impl CachePolicy for Fifo {
+    fn prefetch(&self, block: u64) {
+        self.ring.prefetch(block);
+    }
+
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
         if self.ring.slot(block).is_some() {
             return true;

@@ -1,14 +1,13 @@
 //! LRU: a hit moves the block to the head of one list; a miss on a full cache reuses the
 //! tail's slot for the new block.
 
+use super::blockmap::{BlockMap, Probe};
 use super::list::{List, Slab};
-use super::{block_map, CachePolicy};
-use rustc_hash::FxHashMap;
-use std::collections::hash_map::Entry;
+use super::CachePolicy;
 
 pub struct Lru {
     capacity: usize,
-    map: FxHashMap<u64, u32>,
+    map: BlockMap,
     slab: Slab,
     list: List,
     /// Dirty flag per slot (`access_tracked`).
@@ -19,7 +18,7 @@ impl Lru {
     pub fn new(capacity: usize) -> Self {
         Lru {
             capacity,
-            map: block_map(capacity + 1),
+            map: BlockMap::with_capacity(capacity + 1),
             slab: Slab::with_capacity(capacity),
             list: List::new(),
             dirty: Vec::new(),
@@ -40,9 +39,9 @@ impl Lru {
         // tail's slot, and the tail's block leaves the map after (the map has room for one
         // more than the capacity).
         let full = self.list.len == self.capacity;
-        let slot = match self.map.entry(block) {
-            Entry::Occupied(e) => {
-                let i = *e.get();
+        let slot = match self.map.probe(block) {
+            Probe::Found(at) => {
+                let i = self.map.slot_at(at);
                 self.slab.move_to_head(&mut self.list, i);
                 if flags.is_some() && write {
                     let i = i as usize;
@@ -53,20 +52,20 @@ impl Lru {
                 }
                 return true;
             }
-            Entry::Vacant(_) if self.capacity == 0 => return false,
-            Entry::Vacant(e) => {
+            Probe::Vacant(_) if self.capacity == 0 => return false,
+            Probe::Vacant(at) => {
                 let i = if full {
                     self.list.tail
                 } else {
                     self.slab.alloc(block)
                 };
-                e.insert(i);
+                self.map.fill(at, block, i);
                 i
             }
         };
         if full {
             let old = std::mem::replace(&mut self.slab.nodes[slot as usize].block, block);
-            self.map.remove(&old);
+            self.map.remove(old);
             evicted.push(old);
             self.slab.move_to_head(&mut self.list, slot);
         } else {
@@ -87,6 +86,10 @@ impl Lru {
 }
 
 impl CachePolicy for Lru {
+    fn prefetch(&self, block: u64) {
+        self.map.prefetch(block);
+    }
+
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
         self.touch(block, false, evicted, None)
     }
@@ -96,7 +99,7 @@ impl CachePolicy for Lru {
     }
 
     fn clean(&mut self, block: u64) {
-        if let Some(&i) = self.map.get(&block) {
+        if let Some(i) = self.map.get(block) {
             if let Some(flag) = self.dirty.get_mut(i as usize) {
                 *flag = false;
             }

@@ -2,9 +2,10 @@
 //! small interface, and one registry (`POLICIES`) that lists them.
 //!
 //! Every policy keeps its state in flat arrays indexed by slot (no pointers, no allocation per
-//! access) and finds blocks through an `FxHashMap` reserved to its final size up front.
+//! access) and finds blocks through a `BlockMap` sized for its capacity up front.
 
 mod arc;
+mod blockmap;
 mod clock;
 mod fifo;
 mod list;
@@ -24,6 +25,8 @@ pub trait CachePolicy: Send {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A hint that `block` is accessed soon: its lookup's memory is fetched meanwhile.
+    fn prefetch(&self, _block: u64) {}
     /// Whether the policy keeps a dirty flag per block (`access_tracked`); otherwise the
     /// tiered device keeps its own set of dirty blocks.
     fn tracks_dirty(&self) -> bool {
@@ -98,22 +101,22 @@ pub fn make_policy(name: &str, capacity_blocks: usize) -> Result<Box<dyn CachePo
         })
 }
 
+/// How many accesses ahead the simulators prefetch a block's lookup: far enough for a
+/// memory access to complete behind the accesses between.
+pub const PREFETCH_AHEAD: usize = 16;
+
 /// Runs every block of `blocks` through `policy`; returns (hits, misses).
 pub fn simulate(policy: &mut dyn CachePolicy, blocks: &[u64]) -> (u64, u64) {
     let mut evicted = Vec::with_capacity(64);
     let mut hits = 0u64;
-    for &b in blocks {
+    for (i, &b) in blocks.iter().enumerate() {
+        if let Some(&ahead) = blocks.get(i + PREFETCH_AHEAD) {
+            policy.prefetch(ahead);
+        }
         hits += policy.access(b, &mut evicted) as u64;
         evicted.clear();
     }
     (hits, blocks.len() as u64 - hits)
-}
-
-/// An index map sized for `n` entries, so that no access ever reallocates it.
-fn block_map(n: usize) -> rustc_hash::FxHashMap<u64, u32> {
-    let mut map = rustc_hash::FxHashMap::default();
-    map.reserve(n);
-    map
 }
 
 #[cfg(test)]

@@ -1,12 +1,11 @@
 //! A ring of cache slots with a hand, shared by FIFO and CLOCK: slots fill in order, then the
 //! hand replaces blocks in ring order, skipping the slots its policy spares this time round.
 
-use super::block_map;
-use rustc_hash::FxHashMap;
+use super::blockmap::BlockMap;
 
 pub struct Ring {
     capacity: usize,
-    map: FxHashMap<u64, u32>,
+    map: BlockMap,
     blocks: Vec<u64>,
     hand: usize,
 }
@@ -15,7 +14,7 @@ impl Ring {
     pub fn new(capacity: usize) -> Self {
         Ring {
             capacity,
-            map: block_map(capacity),
+            map: BlockMap::with_capacity(capacity),
             blocks: Vec::with_capacity(capacity),
             hand: 0,
         }
@@ -23,7 +22,7 @@ impl Ring {
 
     /// The block's slot, when cached.
     pub fn slot(&self, block: u64) -> Option<usize> {
-        self.map.get(&block).map(|&s| s as usize)
+        self.map.get(block).map(|s| s as usize)
     }
 
     /// Inserts a block that is not cached (none when the capacity is 0) and returns its slot.
@@ -47,13 +46,17 @@ impl Ring {
             }
             let slot = self.hand;
             let old = std::mem::replace(&mut self.blocks[slot], block);
-            self.map.remove(&old);
+            self.map.remove(old);
             evicted.push(old);
             self.hand = (self.hand + 1) % self.capacity;
             slot
         };
         self.map.insert(block, slot as u32);
         Some(slot)
+    }
+
+    pub fn prefetch(&self, block: u64) {
+        self.map.prefetch(block);
     }
 
     pub fn len(&self) -> usize {

@@ -19,9 +19,9 @@
 //! stops on a capacity below 10, while here S has at least one block so that tiny caches
 //! still cache.
 
+use super::blockmap::BlockMap;
 use super::list::{List, Slab};
-use super::{block_map, CachePolicy};
-use rustc_hash::FxHashMap;
+use super::CachePolicy;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Queue {
@@ -46,7 +46,7 @@ pub struct S3Fifo {
     small_cap: usize,
     main_cap: usize,
     ghost_cap: usize,
-    map: FxHashMap<u64, u32>,
+    map: BlockMap,
     slab: Slab,
     meta: Vec<Meta>,
     small: List,
@@ -65,7 +65,7 @@ impl S3Fifo {
             small_cap,
             main_cap: capacity - small_cap,
             ghost_cap,
-            map: block_map(nodes),
+            map: BlockMap::with_capacity(nodes),
             slab: Slab::with_capacity(nodes),
             meta: Vec::with_capacity(nodes),
             small: List::new(),
@@ -121,7 +121,7 @@ impl S3Fifo {
                 self.meta[i as usize].freq = freq.min(MAX_FREQ) - 1;
             } else {
                 let block = self.slab.block(i);
-                self.map.remove(&block);
+                self.map.remove(block);
                 self.slab.release(i);
                 evicted.push(block);
                 return;
@@ -132,13 +132,13 @@ impl S3Fifo {
     /// A block leaving S unseen is remembered in G (whose oldest entry goes when G is full).
     fn remember_in_ghost(&mut self, i: u32) {
         if self.ghost_cap == 0 {
-            self.map.remove(&self.slab.block(i));
+            self.map.remove(self.slab.block(i));
             self.slab.release(i);
             return;
         }
         if self.ghost.len >= self.ghost_cap {
             let old = self.slab.pop_tail(&mut self.ghost);
-            self.map.remove(&self.slab.block(old));
+            self.map.remove(self.slab.block(old));
             self.slab.release(old);
         }
         self.slab.push_head(&mut self.ghost, i);
@@ -176,12 +176,16 @@ impl S3Fifo {
 }
 
 impl CachePolicy for S3Fifo {
+    fn prefetch(&self, block: u64) {
+        self.map.prefetch(block);
+    }
+
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
         if self.capacity == 0 {
             return false;
         }
-        match self.map.get(&block) {
-            Some(&i) => {
+        match self.map.get(block) {
+            Some(i) => {
                 let m = &mut self.meta[i as usize];
                 if m.queue != Queue::Ghost {
                     m.freq = (m.freq + 1).min(MAX_FREQ);
@@ -267,8 +271,8 @@ mod tests {
         let (_, ev) = play(&mut s, &[13]);
         assert_eq!(ev, vec![vec![3]]);
         assert_eq!(sizes(&s), [1, 9, 2]);
-        assert_eq!(s.meta[s.map[&2] as usize].freq, 2);
-        assert_eq!(s.meta[s.map[&12] as usize].freq, 0);
+        assert_eq!(s.meta[s.map.get(2).unwrap() as usize].freq, 2);
+        assert_eq!(s.meta[s.map.get(12).unwrap() as usize].freq, 0);
     }
 
     #[test]

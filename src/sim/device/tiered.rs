@@ -308,6 +308,10 @@ impl Device for Tiered {
     fn capacity(&self) -> u64 {
         self.hdd.capacity()
     }
+
+    fn prefetch(&self, offset: u64) {
+        self.policy.prefetch(offset / PAGE);
+    }
 }
 
 #[cfg(test)]
