@@ -126,16 +126,21 @@ impl BlockMap {
     /// Asks the memory for `block`'s home bucket; no effect on the map.
     #[inline]
     pub fn prefetch(&self, block: u64) {
-        let bucket = &self.buckets[self.home(block)] as *const Bucket;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint; it reads nothing and cannot fault
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch(bucket as *const i8, _MM_HINT_T0);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = bucket;
+        prefetch(&self.buckets[self.home(block)]);
     }
+}
+
+/// Asks the memory for the cache line holding `value` (a hint: it changes nothing).
+#[inline]
+pub fn prefetch<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and cannot fault
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch(value as *const T as *const i8, _MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
 }
 
 #[cfg(test)]

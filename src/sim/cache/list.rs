@@ -71,6 +71,11 @@ impl Slab {
         self.nodes[i as usize].block
     }
 
+    /// The node after `i` towards the head (the next newer; NIL at the head).
+    pub fn newer(&self, i: u32) -> u32 {
+        self.nodes[i as usize].prev
+    }
+
     pub fn push_head(&mut self, list: &mut List, i: u32) {
         let old = list.head;
         {

@@ -1,9 +1,13 @@
 //! LRU: a hit moves the block to the head of one list; a miss on a full cache reuses the
 //! tail's slot for the new block.
 
-use super::blockmap::{BlockMap, Probe};
-use super::list::{List, Slab};
+use super::blockmap::{prefetch, BlockMap, Probe};
+use super::list::{List, Slab, NIL};
 use super::CachePolicy;
+
+/// Evictions ahead whose buckets `prefetch` fetches (measured: 2 beats 1 and 5 on the
+/// tiered device and the bare cache alike).
+const VICTIMS_AHEAD: usize = 2;
 
 pub struct Lru {
     capacity: usize,
@@ -88,6 +92,22 @@ impl Lru {
 impl CachePolicy for Lru {
     fn prefetch(&self, block: u64) {
         self.map.prefetch(block);
+        if self.list.len < self.capacity {
+            return;
+        }
+        // the next misses evict the oldest blocks and probe for their buckets: fetch those,
+        // and the node after them (the walk finds the ones before it fetched by earlier calls)
+        let mut i = self.list.tail;
+        for _ in 0..VICTIMS_AHEAD {
+            if i == NIL {
+                return;
+            }
+            self.map.prefetch(self.slab.block(i));
+            i = self.slab.newer(i);
+        }
+        if i != NIL {
+            prefetch(&self.slab.nodes[i as usize]);
+        }
     }
 
     fn access(&mut self, block: u64, evicted: &mut Vec<u64>) -> bool {
