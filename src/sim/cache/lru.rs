@@ -5,8 +5,9 @@ use super::blockmap::{prefetch, BlockMap, Probe};
 use super::list::{List, Slab, NIL};
 use super::CachePolicy;
 
-/// Evictions ahead whose buckets `prefetch` fetches (measured: 2 beats 1 and 5 on the
-/// tiered device and the bare cache alike).
+/// Evictions ahead whose buckets `prefetch` fetches. Measured: 2 has most of 5's gain on
+/// the bare cache (zipf, 262,144 blocks: 18.8 against 20.9 M/s) and keeps the tiered
+/// device's speed, which the longer walk costs 5%.
 const VICTIMS_AHEAD: usize = 2;
 
 pub struct Lru {
