@@ -17,7 +17,7 @@ from iotwin.cli import app
 from iotwin.devices import PRESETS, resolve
 from iotwin.errors import IotwinError
 from iotwin.ingest import load_trace
-from iotwin.sim import simulate, speedup
+from iotwin.sim import simulate, simulate_many, speedup
 from iotwin.trace import Trace, TraceMeta
 from iotwin.whatif import Workload, defrag, intensity
 
@@ -100,6 +100,25 @@ def test_same_seed_same_result_and_bad_specs(traces: Path) -> None:
         resolve("hdd-7200:rmp=5400")
     with pytest.raises(IotwinError, match="past the device's capacity"):
         simulate(trace, "hdd-7200:capacity=1M")
+
+
+def test_runs_at_once_give_each_runs_own_result_in_order(traces: Path) -> None:
+    """simulate_many runs on threads; each result is the one simulate gives, in run order."""
+    trace = load_trace(traces / "msr_hm0_excerpt.csv")
+    runs = [
+        ("hdd-7200", 1.0),
+        ("tiered:size=4M,over=hdd-7200,ssd=ssd-sata", 2.0),
+        ("ssd-sata", 0.5),
+        ("hdd-7200", 4.0),
+    ]
+    finished: list[int] = []
+    many = simulate_many(trace, runs, seed=3, done=lambda: finished.append(1))
+    assert len(finished) == len(runs)
+    for (device, x), got in zip(runs, many, strict=True):
+        alone = simulate(trace, device, x, seed=3)
+        assert np.array_equal(got.response_ns, alone.response_ns), (device, x)
+        assert (got.intensity, got.cache_hits) == (x, alone.cache_hits)
+    assert many[1].cache_hits > 0 and many[0].mean_ms != many[3].mean_ms
 
 
 def test_intensity_sweep_finds_saturation(traces: Path) -> None:

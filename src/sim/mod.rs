@@ -81,8 +81,10 @@ pub fn simulate(
     let mut last_done = 0u64;
     let mut last_arrival = 0u64;
     for i in 0..ts_ns.len() {
-        if let Some(&ahead) = offset.get(i + PREFETCH_AHEAD) {
-            device.prefetch(ahead);
+        if let (Some(&ahead), Some(&bytes)) =
+            (offset.get(i + PREFETCH_AHEAD), size.get(i + PREFETCH_AHEAD))
+        {
+            device.prefetch(ahead, bytes);
         }
         let end = offset[i] + size[i] as u64;
         if end > capacity {

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..devices import DEFAULT_DIRTY, describe, resolve, tiered
 from ..report.figures import bytes_label
-from ..sim import simulate, speedup
+from ..sim import simulate_many, speedup
 from ..trace import Trace
 from ..validate import lru
 from . import Workload, auto_intensity, twin_count, twin_seeds
@@ -39,16 +39,20 @@ def curve(
     trace: Trace, sizes: list[int], stack: dict[str, Any], intensity: float, seed: int, tick
 ) -> list[dict[str, Any]]:
     """Speedup at each cache size over the bare HDD, same arrivals."""
-    base = simulate(trace, stack["over"], intensity, seed)
-    tick()
+    cached = [size for size in sizes if size]
+    runs = [(stack["over"], intensity)] + [(tiered(size, **stack), intensity) for size in cached]
+    base, *results = simulate_many(trace, runs, seed, tick)
+    by_size = dict(zip(cached, results, strict=True))
+    for size in sizes:
+        if size == 0:
+            tick()  # the bare disk's run stands for the empty cache
     points = []
     for size in sizes:
         if size == 0:
             r, s = base, {"speedup": 1.0, "busy_ratio": 1.0}
         else:
-            r = simulate(trace, tiered(size, **stack), intensity, seed)
+            r = by_size[size]
             s = speedup(base, r)
-        tick()
         points.append(
             {
                 "size": size,

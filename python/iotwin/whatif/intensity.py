@@ -16,7 +16,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..devices import describe, resolve
-from ..sim import simulate
+from ..sim import simulate, simulate_many
 from . import Workload
 
 KEEPS_UP = 0.95
@@ -29,12 +29,12 @@ def study(
     trace = w.reference(seed)
     task = progress.add_task("simulating", total=len(scales)) if progress else None
     points, base = [], None
-    for scale in sorted(scales):
-        r = simulate(trace, spec, scale, seed)
+    ordered = sorted(scales)
+    advance = (lambda: progress.advance(task)) if progress is not None else None
+    runs = simulate_many(trace, [(spec, scale) for scale in ordered], seed, advance)
+    for scale, r in zip(ordered, runs, strict=True):
         if scale == 1.0:
             base = r
-        if progress is not None:
-            progress.advance(task)
         keeps_up = r.arrival_span_ns == 0 or r.completed_iops >= KEEPS_UP * r.offered_iops
         points.append(
             {

@@ -42,8 +42,9 @@ pub trait Device: Send {
     fn busy_ns(&self) -> u64;
     /// Bytes the device holds; requests must fall inside.
     fn capacity(&self) -> u64;
-    /// A hint that a request at `offset` comes soon (a cache fetches its lookup's memory).
-    fn prefetch(&self, _offset: u64) {}
+    /// A hint that a request for `size` bytes at `offset` comes soon (a cache fetches its
+    /// lookups' memory).
+    fn prefetch(&self, _offset: u64, _size: u32) {}
 }
 
 /// Builds a device from its JSON spec and a seed.

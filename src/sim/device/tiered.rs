@@ -309,8 +309,13 @@ impl Device for Tiered {
         self.hdd.capacity()
     }
 
-    fn prefetch(&self, offset: u64) {
-        self.policy.prefetch(offset / PAGE);
+    fn prefetch(&self, offset: u64, size: u32) {
+        // every block: the map scatters neighbouring blocks (at most 1 MiB's worth)
+        let first = offset / PAGE;
+        let last = (offset + u64::from(size.max(1)) - 1) / PAGE;
+        for block in first..=last.min(first + FLUSH_RUN - 1) {
+            self.policy.prefetch(block);
+        }
     }
 }
 
