@@ -279,6 +279,22 @@ fn buffer_slice<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> PyResult<&[T]> {
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
 }
 
+/// A writable contiguous buffer as a mutable slice (an output array the core fills).
+#[allow(clippy::mut_from_ref)] // the buffer is Python's, exported writable for this call
+fn buffer_slice_mut<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> PyResult<&mut [T]> {
+    if buf.readonly() || !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "output buffer is not a writable contiguous array",
+        ));
+    }
+    if buf.item_count() == 0 {
+        return Ok(&mut []);
+    }
+    // SAFETY: as `buffer_slice`, and the exporter gave a writable buffer; the caller hands
+    // each output buffer to one slice only, while the call lasts.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut T, buf.item_count()) })
+}
+
 /// The five canonical columns as Python buffers, held while slices of them are in use.
 struct CanonicalBuffers {
     ts_ns: PyBuffer<i64>,
@@ -1311,10 +1327,11 @@ fn device_report_to_py<'py>(
     Ok(d)
 }
 
-/// Simulates a trace on a device built from a JSON spec; see `sim::simulate`. Returns the
-/// counters and every response time (u64 bytes, trace order).
+/// Simulates a trace on a device built from a JSON spec; see `sim::simulate`. Writes every
+/// request's response time and demand into `response_ns` and `demand_ns` (writable uint64
+/// arrays of the trace's length) and returns the counters.
 #[pyfunction]
-#[pyo3(signature = (ts_ns, op, offset, size, device_json, seed, intensity))]
+#[pyo3(signature = (ts_ns, op, offset, size, device_json, seed, intensity, response_ns, demand_ns))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -1325,6 +1342,8 @@ fn simulate<'py>(
     device_json: &str,
     seed: u64,
     intensity: f64,
+    response_ns: &Bound<'py, PyAny>,
+    demand_ns: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec: serde_json::Value = serde_json::from_str(device_json)
         .map_err(|e| PyValueError::new_err(format!("device spec is not JSON: {e}")))?;
@@ -1335,21 +1354,27 @@ fn simulate<'py>(
         PyBuffer::<u64>::get(offset)?,
         PyBuffer::<u32>::get(size)?,
     );
-    let (t, o, off, sz) = (
-        buffer_slice(&bufs.0)?,
-        buffer_slice(&bufs.1)?,
-        buffer_slice(&bufs.2)?,
-        buffer_slice(&bufs.3)?,
+    let req = crate::sim::Requests {
+        ts_ns: buffer_slice(&bufs.0)?,
+        op: buffer_slice(&bufs.1)?,
+        offset: buffer_slice(&bufs.2)?,
+        size: buffer_slice(&bufs.3)?,
+    };
+    let outs = (
+        PyBuffer::<u64>::get(response_ns)?,
+        PyBuffer::<u64>::get(demand_ns)?,
     );
+    let out = crate::sim::PerRequest {
+        response_ns: buffer_slice_mut(&outs.0)?,
+        demand_ns: buffer_slice_mut(&outs.1)?,
+    };
     let res = py
-        .detach(|| crate::sim::simulate(device.as_mut(), t, o, off, sz, intensity))
+        .detach(|| crate::sim::simulate(device.as_mut(), &req, intensity, out))
         .map_err(PyValueError::new_err)?;
     let d = PyDict::new(py);
     d.set_item("requests", res.requests)?;
     d.set_item("arrival_span_ns", res.arrival_span_ns)?;
     d.set_item("completion_span_ns", res.completion_span_ns)?;
-    d.set_item("response_ns", vec_bytes(py, &res.response_ns))?;
-    d.set_item("demand_ns", vec_bytes(py, &res.demand_ns))?;
     d.set_item("device", device_report_to_py(py, &res.device)?)?;
     Ok(d)
 }

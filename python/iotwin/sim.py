@@ -127,6 +127,7 @@ def simulate(
     spec = resolve(device)
     trace = placed(trace)
     ts, arrivals = arrival_times(trace)
+    response_ns, demand_ns = np.empty(len(ts), np.uint64), np.empty(len(ts), np.uint64)
     try:
         raw = _core.simulate(
             ts,
@@ -136,6 +137,8 @@ def simulate(
             json.dumps(spec),
             int(seed) & (2**64 - 1),
             float(intensity),
+            response_ns,
+            demand_ns,
         )
     except ValueError as exc:
         raise IotwinError(
@@ -154,8 +157,8 @@ def simulate(
         cache_misses=int(dev["cache_misses"]),
         writebacks=int(dev["writebacks"]),
         parts=dict(dev["parts"]),
-        response_ns=np.frombuffer(raw["response_ns"], dtype=np.uint64),
-        demand_ns=np.frombuffer(raw["demand_ns"], dtype=np.uint64),
+        response_ns=response_ns,
+        demand_ns=demand_ns,
         arrivals=arrivals,
     )
 

@@ -12,27 +12,31 @@ use device::{Device, DeviceReport, SimRequest};
 /// (measured on the 4 KiB block stream of bench/sim: 2, 4 and 8 alike, 16 and 32 slower).
 const PREFETCH_AHEAD: usize = 4;
 
-/// What one simulation measured.
+/// A trace's requests, column by column (equal lengths).
+pub struct Requests<'a> {
+    pub ts_ns: &'a [i64],
+    pub op: &'a [u8],
+    pub offset: &'a [u64],
+    pub size: &'a [u32],
+}
+
+/// What `simulate` writes per request, in trace order, into the caller's arrays (Python's:
+/// no copy of two arrays the size of the trace).
+pub struct PerRequest<'a> {
+    /// Response time (completion - arrival), ns.
+    pub response_ns: &'a mut [u64],
+    /// The busy time the request added to the device (per server), ns: its demand.
+    pub demand_ns: &'a mut [u64],
+}
+
+/// What one simulation measured besides `PerRequest`.
 #[derive(Debug, Clone)]
 pub struct SimResult {
     pub requests: u64,
     /// First arrival to last arrival, and first arrival to last completion, ns.
     pub arrival_span_ns: u64,
     pub completion_span_ns: u64,
-    /// Every request's response time (completion - arrival), ns, in trace order.
-    pub response_ns: Vec<u64>,
-    /// The busy time each request added to the device (per server), ns: its demand.
-    pub demand_ns: Vec<u64>,
     pub device: DeviceReport,
-}
-
-impl SimResult {
-    pub fn mean_response_ns(&self) -> f64 {
-        if self.response_ns.is_empty() {
-            return 0.0;
-        }
-        self.response_ns.iter().map(|&r| r as f64).sum::<f64>() / self.response_ns.len() as f64
-    }
 }
 
 /// Scales trace times by 1/intensity (intensity 2 = requests arrive twice as fast), given
@@ -64,23 +68,40 @@ pub fn round_ns(v: f64) -> u64 {
     (whole + i64::from(v - whole as f64 >= 0.5)) as u64
 }
 
-/// Runs the requests through `device` in order; `offset`s must fit its capacity.
+/// Runs the requests through `device` in order, filling `out`; `offset`s must fit its
+/// capacity and `out` must hold one entry per request.
 pub fn simulate(
     device: &mut dyn Device,
-    ts_ns: &[i64],
-    op: &[u8],
-    offset: &[u64],
-    size: &[u32],
+    req: &Requests,
     intensity: f64,
+    out: PerRequest,
 ) -> Result<SimResult, String> {
+    let Requests {
+        ts_ns,
+        op,
+        offset,
+        size,
+    } = *req;
+    let n = ts_ns.len();
+    if [
+        op.len(),
+        offset.len(),
+        size.len(),
+        out.response_ns.len(),
+        out.demand_ns.len(),
+    ]
+    .iter()
+    .any(|&len| len != n)
+    {
+        return Err(format!("every column and output must hold {n} requests"));
+    }
     let capacity = device.capacity();
     let first = ts_ns.first().copied().unwrap_or(0);
     let per_intensity = 1.0 / intensity;
-    let mut response_ns = Vec::with_capacity(ts_ns.len());
-    let mut demand_ns = Vec::with_capacity(ts_ns.len());
     let mut last_done = 0u64;
     let mut last_arrival = 0u64;
-    for i in 0..ts_ns.len() {
+    let mut busy = device.busy_ns(); // only `submit` adds to it
+    for i in 0..n {
         if let (Some(&ahead), Some(&bytes)) =
             (offset.get(i + PREFETCH_AHEAD), size.get(i + PREFETCH_AHEAD))
         {
@@ -98,19 +119,18 @@ pub fn simulate(
             offset: offset[i],
             size: size[i],
         };
-        let busy = device.busy_ns();
         let done = device.submit(&r);
-        response_ns.push(done - r.arrival_ns);
-        demand_ns.push(device.busy_ns() - busy);
+        let busy_after = device.busy_ns();
+        out.response_ns[i] = done - r.arrival_ns;
+        out.demand_ns[i] = busy_after - busy;
+        busy = busy_after;
         last_done = last_done.max(done);
         last_arrival = r.arrival_ns;
     }
     Ok(SimResult {
-        requests: ts_ns.len() as u64,
+        requests: n as u64,
         arrival_span_ns: last_arrival,
         completion_span_ns: last_done,
-        response_ns,
-        demand_ns,
         device: device.report(),
     })
 }

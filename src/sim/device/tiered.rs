@@ -35,6 +35,8 @@ pub struct Tiered {
     ssd: Ssd,
     hdd: Hdd,
     policy: Box<dyn CachePolicy>,
+    /// A cache of no blocks: the bare HDD serves every request.
+    uncached: bool,
     write_back: bool,
     dirty: FxHashSet<u64>,
     /// Evicted dirty blocks awaiting write-back to the HDD.
@@ -101,6 +103,7 @@ impl Tiered {
         let policy = make_policy(policy_name, (cache_bytes / PAGE) as usize)?;
         Ok(Tiered {
             tracked: policy.tracks_dirty(),
+            uncached: policy.capacity() == 0,
             ssd: Ssd::new(ssd),
             hdd: Hdd::new(hdd, seed),
             policy,
@@ -278,7 +281,7 @@ impl Tiered {
 
 impl Device for Tiered {
     fn submit(&mut self, r: &SimRequest) -> u64 {
-        if self.policy.capacity() == 0 {
+        if self.uncached {
             return self.hdd.submit(r); // no cache: the bare HDD
         }
         self.flush_idle(r.arrival_ns);
