@@ -6,8 +6,9 @@
 //! costs (std's map does not say where a key's bucket is). Deletion shifts the probe run
 //! back, so there are no tombstones and a lookup stops at the first empty bucket.
 
-/// Marks an empty bucket (no block reaches it: blocks are byte offsets / 4096).
-const EMPTY: u64 = u64::MAX;
+/// The slot of an empty bucket (policies hold fewer blocks than this; any block, up to
+/// u64::MAX, may be a key).
+const EMPTY: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct Bucket {
@@ -37,8 +38,8 @@ impl BlockMap {
         BlockMap {
             buckets: vec![
                 Bucket {
-                    block: EMPTY,
-                    slot: 0
+                    block: 0,
+                    slot: EMPTY
                 };
                 buckets
             ],
@@ -56,14 +57,16 @@ impl BlockMap {
 
     #[inline]
     pub fn probe(&self, block: u64) -> Probe {
-        debug_assert!(block != EMPTY);
         let mut i = self.home(block);
         loop {
-            match self.buckets[i].block {
-                b if b == block => return Probe::Found(i),
-                EMPTY => return Probe::Vacant(i),
-                _ => i = (i + 1) & self.mask,
+            let b = self.buckets[i];
+            if b.slot == EMPTY {
+                return Probe::Vacant(i);
             }
+            if b.block == block {
+                return Probe::Found(i);
+            }
+            i = (i + 1) & self.mask;
         }
     }
 
@@ -76,6 +79,7 @@ impl BlockMap {
     /// Fills bucket `i` (from `Probe::Vacant`, with no change to the map since).
     #[inline]
     pub fn fill(&mut self, i: usize, block: u64, slot: u32) {
+        debug_assert!(slot != EMPTY);
         self.len += 1;
         assert!(self.len < self.buckets.len(), "block map over its capacity");
         self.buckets[i] = Bucket { block, slot };
@@ -106,20 +110,20 @@ impl BlockMap {
         let mut i = hole;
         loop {
             i = (i + 1) & self.mask;
-            let b = self.buckets[i].block;
-            if b == EMPTY {
+            let b = self.buckets[i];
+            if b.slot == EMPTY {
                 break;
             }
             // distance from its home to i, and from the hole to i: it may move back only
             // if its home is not between the hole and it
-            let from_home = i.wrapping_sub(self.home(b)) & self.mask;
+            let from_home = i.wrapping_sub(self.home(b.block)) & self.mask;
             let from_hole = i.wrapping_sub(hole) & self.mask;
             if from_home >= from_hole {
                 self.buckets[hole] = self.buckets[i];
                 hole = i;
             }
         }
-        self.buckets[hole].block = EMPTY;
+        self.buckets[hole].slot = EMPTY;
         self.len -= 1;
     }
 
@@ -175,6 +179,18 @@ mod tests {
         for block in 0..3_000_100u64 {
             assert_eq!(map.get(block), reference.get(&block).copied(), "{block}");
         }
+    }
+
+    #[test]
+    fn every_u64_is_a_key() {
+        let mut map = BlockMap::with_capacity(4);
+        for (slot, block) in [0, 1, u64::MAX, u64::MAX - 1].into_iter().enumerate() {
+            assert_eq!(map.get(block), None);
+            map.insert(block, slot as u32);
+        }
+        assert_eq!(map.get(u64::MAX), Some(2));
+        map.remove(u64::MAX);
+        assert_eq!((map.get(u64::MAX), map.get(u64::MAX - 1)), (None, Some(3)));
     }
 
     #[test]
