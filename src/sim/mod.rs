@@ -59,13 +59,13 @@ pub fn whole(v: f64) -> u64 {
 }
 
 /// `v.round() as u64` for 0 <= v < 2^53, inline: f64::round is a libm call on baseline
-/// x86-64 (no SSE4.1) and was a twentieth of the tiered device's time. It converts through
-/// i64, one instruction each way (u64 conversions take a dozen without AVX-512).
+/// x86-64 (no SSE4.1) and was a twentieth of the tiered device's time (conversions as
+/// `float` and `whole`).
 #[inline]
 pub fn round_ns(v: f64) -> u64 {
-    let whole = v as i64;
+    let w = whole(v);
     // exact: v and its whole part are within 1 of each other
-    (whole + i64::from(v - whole as f64 >= 0.5)) as u64
+    w + u64::from(v - float(w) >= 0.5)
 }
 
 /// Runs the requests through `device` in order, filling `out`; `offset`s must fit its

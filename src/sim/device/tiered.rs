@@ -21,6 +21,9 @@ use rustc_hash::FxHashSet;
 
 /// Blocks coalesced into one write-back at most (1 MiB).
 const FLUSH_RUN: u64 = 256;
+/// Blocks of a request whose lookups `prefetch` fetches at most (1 MiB: past that, the first
+/// lookups' own time covers the rest).
+const PREFETCH_BLOCKS: u64 = 256;
 /// Share of the cache's blocks that may await write-back before flushing is forced.
 const FLUSH_LIMIT: f64 = 0.1;
 /// Share of the cache's blocks that may stay dirty while the HDD idles (dm-writecache's
@@ -313,10 +316,10 @@ impl Device for Tiered {
     }
 
     fn prefetch(&self, offset: u64, size: u32) {
-        // every block: the map scatters neighbouring blocks (at most 1 MiB's worth)
+        // every block: the map scatters neighbouring blocks
         let first = offset / PAGE;
         let last = (offset + u64::from(size.max(1)) - 1) / PAGE;
-        for block in first..=last.min(first + FLUSH_RUN - 1) {
+        for block in first..=last.min(first + PREFETCH_BLOCKS - 1) {
             self.policy.prefetch(block);
         }
     }
