@@ -10,6 +10,7 @@ and names the smallest level whose mean response is within 5% of the original's.
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -20,8 +21,8 @@ from rich.table import Table
 from ..devices import describe, resolve
 from ..errors import IotwinError
 from ..levels import MAX_LEVELS, sweep
-from ..model import ShortTraceWarning
-from ..sim import placed, simulate
+from ..model import Model, ShortTraceWarning
+from ..sim import SimResult, at_once, placed, simulate
 from ..trace import Trace
 from . import auto_intensity, ensemble, twin_count, twin_seeds
 
@@ -61,12 +62,16 @@ def study(
     count = twin_count(twins, len(trace))
     seeds = twin_seeds(seed, count)
     base_p95 = base.percentile_ms(95)
+
+    def twin_run(model: Model, twin_seed: int) -> SimResult:
+        return simulate(placed(model.synth(requests=len(trace), seed=twin_seed)), spec, scale, seed)
+
+    # every level's twins synthesized and simulated at once (each trace freed after its run)
+    tasks = [partial(twin_run, p.model, s) for p in sweep_points for s in seeds]
+    results = at_once(tasks)
     points = []
-    for p in sweep_points:
-        runs = [
-            simulate(placed(p.model.synth(requests=len(trace), seed=s)), spec, scale, seed)
-            for s in seeds
-        ]
+    for k, p in enumerate(sweep_points):
+        runs = results[k * len(seeds) : (k + 1) * len(seeds)]
         mean = ensemble([r.mean_ms for r in runs])
         p95 = ensemble([r.percentile_ms(95) for r in runs])
         points.append(
