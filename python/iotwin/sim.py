@@ -32,6 +32,22 @@ PERCENTILES = (50, 95, 99)
 UNTIMED_GAP_NS = 1_000_000
 
 
+@dataclass(frozen=True)
+class Figures:
+    """A run's figures without its per-request arrays (`SimResult.figures`): what a sweep
+    keeps of each run, so that it holds the arrays of one run per core at most."""
+
+    mean_ms: float
+    p95_ms: float
+    busy_ns: int
+    servers: int
+    arrival_span_ns: int
+    offered_iops: float
+    completed_iops: float
+    utilisation: float
+    cache_hit_ratio: float | None
+
+
 @dataclass
 class SimResult:
     """What one simulation measured; `response_ns` holds every request's response time."""
@@ -79,6 +95,19 @@ class SimResult:
     def cache_hit_ratio(self) -> float | None:
         blocks = self.cache_hits + self.cache_misses
         return self.cache_hits / blocks if blocks else None
+
+    def figures(self) -> Figures:
+        return Figures(
+            mean_ms=self.mean_ms,
+            p95_ms=self.percentile_ms(95),
+            busy_ns=self.busy_ns,
+            servers=self.servers,
+            arrival_span_ns=self.arrival_span_ns,
+            offered_iops=self.offered_iops,
+            completed_iops=self.completed_iops,
+            utilisation=self.utilisation,
+            cache_hit_ratio=self.cache_hit_ratio,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -171,12 +200,16 @@ def simulate_many(
     runs: Sequence[tuple[str | dict[str, Any], float]],
     seed: int = 0,
     done: Callable[[], None] | None = None,
-) -> list[SimResult]:
-    """`simulate(trace, device, intensity, seed)` for each (device, intensity) of `runs`, in
-    their order, at once (`at_once`); `done` is called as each finishes."""
+) -> list[Figures]:
+    """The figures of `simulate(trace, device, intensity, seed)` for each (device, intensity)
+    of `runs`, in their order, run at once (`at_once`); `done` is called as each finishes."""
     trace = placed(trace)  # lay out a file-level trace once, not in every run
     trace.df  # noqa: B018 -- make the columns contiguous once, before the threads read them
-    return at_once([partial(simulate, trace, dev, x, seed) for dev, x in runs], done)
+
+    def figures(device: str | dict[str, Any], intensity: float) -> Figures:
+        return simulate(trace, device, intensity, seed).figures()
+
+    return at_once([partial(figures, dev, x) for dev, x in runs], done)
 
 
 def at_once(tasks: Sequence[Callable[[], T]], done: Callable[[], None] | None = None) -> list[T]:
@@ -209,7 +242,7 @@ class PeakLoad:
         return float(np.bincount(window, weights=self.demand).max()) / self.window_ns
 
 
-def speedup(baseline: SimResult, studied: SimResult) -> dict[str, float]:
+def speedup(baseline: SimResult | Figures, studied: SimResult | Figures) -> dict[str, float]:
     """The storage speedup of `studied` over `baseline` (see the module's docstring)."""
     mean = baseline.mean_ms / studied.mean_ms if studied.mean_ms else float("inf")
     busy = baseline.busy_ns / studied.busy_ns if studied.busy_ns else float("inf")

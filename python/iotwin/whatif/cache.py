@@ -58,7 +58,7 @@ def curve(
                 "size": size,
                 **s,
                 "mean_ms": r.mean_ms,
-                "p95_ms": r.percentile_ms(95),
+                "p95_ms": r.p95_ms,
                 "hit_ratio": r.cache_hit_ratio,
             }
         )

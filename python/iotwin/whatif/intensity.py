@@ -42,13 +42,13 @@ def study(
                 "offered_iops": r.offered_iops if r.arrival_span_ns else None,
                 "completed_iops": r.completed_iops,
                 "mean_ms": r.mean_ms,
-                "p95_ms": r.percentile_ms(95),
+                "p95_ms": r.p95_ms,
                 "utilisation": r.utilisation,
                 "keeps_up": keeps_up,
             }
         )
     saturated = [p["scale"] for p in points if not p["keeps_up"]]
-    base = base or simulate(trace, spec, 1.0, seed)
+    base = base or simulate(trace, spec, 1.0, seed).figures()
     estimate = base.arrival_span_ns / (base.busy_ns / base.servers) if base.busy_ns else None
     return {
         "kind": "whatif-intensity",

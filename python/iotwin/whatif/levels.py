@@ -22,7 +22,7 @@ from ..devices import describe, resolve
 from ..errors import IotwinError
 from ..levels import MAX_LEVELS, sweep
 from ..model import Model, ShortTraceWarning
-from ..sim import SimResult, at_once, placed, simulate
+from ..sim import Figures, at_once, placed, simulate
 from ..trace import Trace
 from . import auto_intensity, ensemble, twin_count, twin_seeds
 
@@ -63,17 +63,18 @@ def study(
     seeds = twin_seeds(seed, count)
     base_p95 = base.percentile_ms(95)
 
-    def twin_run(model: Model, twin_seed: int) -> SimResult:
-        return simulate(placed(model.synth(requests=len(trace), seed=twin_seed)), spec, scale, seed)
+    def twin_run(model: Model, twin_seed: int) -> Figures:
+        twin = placed(model.synth(requests=len(trace), seed=twin_seed))
+        return simulate(twin, spec, scale, seed).figures()
 
-    # every level's twins synthesized and simulated at once (each trace freed after its run)
+    # every level's twins synthesized and simulated at once, keeping only their figures
     tasks = [partial(twin_run, p.model, s) for p in sweep_points for s in seeds]
     results = at_once(tasks)
     points = []
     for k, p in enumerate(sweep_points):
         runs = results[k * len(seeds) : (k + 1) * len(seeds)]
         mean = ensemble([r.mean_ms for r in runs])
-        p95 = ensemble([r.percentile_ms(95) for r in runs])
+        p95 = ensemble([r.p95_ms for r in runs])
         points.append(
             {
                 "levels": p.levels,
