@@ -43,13 +43,11 @@ def curve(
     runs = [(stack["over"], intensity)] + [(tiered(size, **stack), intensity) for size in cached]
     base, *results = simulate_many(trace, runs, seed, tick)
     by_size = dict(zip(cached, results, strict=True))
-    for size in sizes:
-        if size == 0:
-            tick()  # the bare disk's run stands for the empty cache
     points = []
     for size in sizes:
         if size == 0:
             r, s = base, {"speedup": 1.0, "busy_ratio": 1.0}
+            tick()  # the bare disk's run stands for the empty cache
         else:
             r = by_size[size]
             s = speedup(base, r)

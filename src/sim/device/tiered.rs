@@ -23,7 +23,7 @@ use rustc_hash::FxHashSet;
 const FLUSH_RUN: u64 = 256;
 /// Blocks of a request whose lookups `prefetch` fetches at most (1 MiB: past that, the first
 /// lookups' own time covers the rest).
-const PREFETCH_BLOCKS: u64 = 256;
+const PREFETCH_BLOCKS: usize = 256;
 /// Share of the cache's blocks that may await write-back before flushing is forced.
 const FLUSH_LIMIT: f64 = 0.1;
 /// Share of the cache's blocks that may stay dirty while the HDD idles (dm-writecache's
@@ -38,8 +38,6 @@ pub struct Tiered {
     ssd: Ssd,
     hdd: Hdd,
     policy: Box<dyn CachePolicy>,
-    /// A cache of no blocks: the bare HDD serves every request.
-    uncached: bool,
     write_back: bool,
     dirty: FxHashSet<u64>,
     /// Evicted dirty blocks awaiting write-back to the HDD.
@@ -59,6 +57,11 @@ pub struct Tiered {
     hits: u64,
     misses: u64,
     writebacks: u64,
+}
+
+/// The 4 KiB blocks `size` bytes at `offset` touch (none for 0 bytes).
+fn blocks_of(offset: u64, size: u32) -> std::ops::Range<u64> {
+    offset / PAGE..offset / PAGE + super::ssd::pages(offset, size)
 }
 
 pub fn build(spec: &Value, seed: u64) -> Result<Box<dyn Device>, String> {
@@ -106,7 +109,6 @@ impl Tiered {
         let policy = make_policy(policy_name, (cache_bytes / PAGE) as usize)?;
         Ok(Tiered {
             tracked: policy.tracks_dirty(),
-            uncached: policy.capacity() == 0,
             ssd: Ssd::new(ssd),
             hdd: Hdd::new(hdd, seed),
             policy,
@@ -133,10 +135,8 @@ impl Tiered {
         self.missed.clear();
         self.evicted.clear();
         self.evicted_dirty.clear();
-        let first = r.offset / PAGE;
-        let last = (r.offset + r.size as u64 - 1) / PAGE;
         let dirtying = r.op == 1 && self.write_back;
-        for block in first..=last {
+        for block in blocks_of(r.offset, r.size) {
             let hit = if self.tracked {
                 let (ev, flags) = (&mut self.evicted, &mut self.evicted_dirty);
                 self.policy.access_tracked(block, dirtying, ev, flags)
@@ -284,7 +284,7 @@ impl Tiered {
 
 impl Device for Tiered {
     fn submit(&mut self, r: &SimRequest) -> u64 {
-        if self.uncached {
+        if self.policy.capacity() == 0 {
             return self.hdd.submit(r); // no cache: the bare HDD
         }
         self.flush_idle(r.arrival_ns);
@@ -317,9 +317,7 @@ impl Device for Tiered {
 
     fn prefetch(&self, offset: u64, size: u32) {
         // every block: the map scatters neighbouring blocks
-        let first = offset / PAGE;
-        let last = (offset + u64::from(size.max(1)) - 1) / PAGE;
-        for block in first..=last.min(first + PREFETCH_BLOCKS - 1) {
+        for block in blocks_of(offset, size).take(PREFETCH_BLOCKS) {
             self.policy.prefetch(block);
         }
     }
