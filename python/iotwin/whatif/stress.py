@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from rich.table import Table
 from ..devices import describe, parse_bytes, resolve
 from ..errors import IotwinError
 from ..model import Model
-from ..sim import placed, simulate
+from ..sim import at_once, placed, simulate
 
 KIND = "whatif-stress"
 MIN_REGION_REQUESTS = 20
@@ -252,26 +253,36 @@ def on_simulator(
     _check_depth(model, depth)
     spec = with_slow_regions(device, slow or [])
     whole = None if duration_s is not None else placed(model.synth(seed=seed))
-    steps = []
-    for x in ramp:
-        if progress:
-            progress(f"simulating intensity {x:g}x ...")
+    if whole is not None:
+        whole.df  # noqa: B018 -- make the columns contiguous once, before the threads read them
+
+    def step(x: float) -> Step:
         if whole is None:
             trace, scale = placed(model.synth(duration_s=duration_s, intensity=x, seed=seed)), 1.0
         else:
             trace, scale = whole, x
         r = simulate(trace, spec, scale, seed)
-        steps.append(
-            Step(
-                intensity=x,
-                offset=trace.numpy("offset", np.uint64),
-                response_ns=r.response_ns.astype(np.int64),
-                latency_ns=r.demand_ns.astype(np.int64),
-                offered_iops=r.offered_iops if r.arrival_span_ns else r.completed_iops,
-                completed_iops=r.completed_iops,
-                extra={"utilisation": r.utilisation},
-            )
+        return Step(
+            intensity=x,
+            offset=trace.numpy("offset", np.uint64),
+            response_ns=r.response_ns.astype(np.int64),
+            latency_ns=r.demand_ns.astype(np.int64),
+            offered_iops=r.offered_iops if r.arrival_span_ns else r.completed_iops,
+            completed_iops=r.completed_iops,
+            extra={"utilisation": r.utilisation},
         )
+
+    finished = 0
+
+    def done() -> None:
+        nonlocal finished
+        finished += 1
+        if progress:
+            progress(f"simulating {len(ramp)} intensities, one per core: {finished} done ...")
+
+    if progress:
+        progress(f"simulating {len(ramp)} intensities, one per core ...")
+    steps = at_once([partial(step, x) for x in ramp], done)
     where = {
         "device": describe(spec),
         "slow_regions": _slow_of(spec),
