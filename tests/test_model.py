@@ -354,7 +354,9 @@ def test_bad_models_get_clear_errors(twins: dict, tmp_path: Path) -> None:
         Model.from_doc(doc, "m.json")
     doc = json.loads(json.dumps(model.doc))
     doc["streams"][0]["transitions"][0]["categories"][0]["iat"] = {"dist": "gamma", "shape": 1}
-    with pytest.raises(iotwin.IotwinError, match="categories/0/iat: must contain"):
+    with pytest.raises(
+        iotwin.IotwinError, match=r"categories/0/iat: \"scale_ns\" is a required property"
+    ):
         Model.from_doc(doc, "m.json")
     doc = json.loads(json.dumps(model.doc))
     doc["ties"]["other"]["same"] = doc["ties"]["other"]["pairs"] + 1
@@ -370,7 +372,9 @@ def test_bad_models_get_clear_errors(twins: dict, tmp_path: Path) -> None:
     ):
         Model.from_doc(doc, "m.json")
     doc["streams"][0]["extent"] = [lo]
-    with pytest.raises(iotwin.IotwinError, match="at streams/0/extent: must contain"):
+    with pytest.raises(
+        iotwin.IotwinError, match=r"at streams/0/extent: \[\d+\] has less than 2 items"
+    ):
         Model.from_doc(doc, "m.json")
     doc["version"] = 99
     with pytest.raises(iotwin.IotwinError, match="model version 99 is not supported"):

@@ -427,18 +427,20 @@ def schema() -> dict[str, Any]:
 
 
 def _validator() -> Any:
-    """The schema compiled once (fastjsonschema: some 15x faster than interpreting it)."""
+    """The schema compiled once (jsonschema-rs, in Rust: a 10.8 MiB model in 0.02 s against
+    0.36 s with fastjsonschema, whose if/then raised an exception for every family an
+    inter-arrival distribution is not)."""
     global _VALIDATOR
     if _VALIDATOR is None:
-        import fastjsonschema
+        import jsonschema_rs
 
-        _VALIDATOR = fastjsonschema.compile(schema())
+        _VALIDATOR = jsonschema_rs.validator_for(schema())
     return _VALIDATOR
 
 
 def check_model(doc: Any, where: str) -> None:
     """Raises IotwinError naming what is wrong: version, schema, or probabilities."""
-    import fastjsonschema
+    import jsonschema_rs
 
     if not isinstance(doc, dict) or doc.get("format") != "iotwin-model":
         raise IotwinError(f'{where}: not an iotwin model (no "format": "iotwin-model")')
@@ -448,10 +450,10 @@ def check_model(doc: Any, where: str) -> None:
             f"(this iotwin reads version {MODEL_VERSION})"
         )
     try:
-        _validator()(doc)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        at = "/".join(str(p) for p in exc.path[1:]) or "(top level)"
-        raise IotwinError(f"{where}: at {at}: {exc.message.removeprefix(exc.name + ' ')}") from None
+        _validator().validate(doc)
+    except jsonschema_rs.ValidationError as exc:
+        at = "/".join(str(p) for p in exc.instance_path) or "(top level)"
+        raise IotwinError(f"{where}: at {at}: {exc.message}") from None
     _check_probabilities(doc, where)
     _check_ties(doc, where)
     _check_extents(doc, where)
@@ -483,14 +485,12 @@ def _check_ties(doc: dict[str, Any], where: str) -> None:
 def valid_ties(ties: Any) -> bool:
     """Whether `ties` (a dataset manifest's) are a model's: the schema's form, and no class
     going on with the same stream more often than it ties."""
-    import fastjsonschema
+    import jsonschema_rs
 
     global _TIES_VALIDATOR
     if _TIES_VALIDATOR is None:
-        _TIES_VALIDATOR = fastjsonschema.compile(schema()["properties"]["ties"])
-    try:
-        _TIES_VALIDATOR(ties)
-    except fastjsonschema.JsonSchemaValueException:
+        _TIES_VALIDATOR = jsonschema_rs.validator_for(schema()["properties"]["ties"])
+    if not _TIES_VALIDATOR.is_valid(ties):
         return False
     return all(c["same"] <= c["pairs"] for c in ties.values())
 
