@@ -1014,27 +1014,35 @@ fn json_value(v: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
     )))
 }
 
-/// (accesses, distinct blocks, LRU miss ratio at each cache size in blocks); see `stats::mrc`.
+/// (accesses, distinct blocks, LRU miss ratio at each cache size in blocks, (read accesses,
+/// of them to blocks accessed before, write accesses, of them again)); see `stats::mrc`.
 #[pyfunction]
+#[allow(clippy::type_complexity)]
 fn lru_miss_ratios<'py>(
     py: Python<'py>,
     space: &Bound<'py, PyAny>,
     offset: &Bound<'py, PyAny>,
     size: &Bound<'py, PyAny>,
+    op: &Bound<'py, PyAny>,
     block: u64,
     cache_blocks: Vec<u64>,
-) -> PyResult<(u64, u64, Vec<f64>)> {
+) -> PyResult<(u64, u64, Vec<f64>, (u64, u64, u64, u64))> {
     let bufs = (
         PyBuffer::<u64>::get(space)?,
         PyBuffer::<u64>::get(offset)?,
         PyBuffer::<u32>::get(size)?,
+        PyBuffer::<u8>::get(op)?,
     );
-    let (sp, off, sz) = (
+    let (sp, off, sz, ops) = (
         buffer_slice(&bufs.0)?,
         buffer_slice(&bufs.1)?,
         buffer_slice(&bufs.2)?,
+        buffer_slice(&bufs.3)?,
     );
-    Ok(py.detach(|| crate::stats::mrc::miss_ratios(sp, off, sz, block.max(1), &cache_blocks)))
+    let c =
+        py.detach(|| crate::stats::mrc::miss_ratios(sp, off, sz, ops, block.max(1), &cache_blocks));
+    let ((r, ra), (w, wa)) = (c.reads, c.writes);
+    Ok((c.accesses, c.distinct, c.miss_ratios, (r, ra, w, wa)))
 }
 
 /// (offsets, sizes) mapped onto a target as the engine maps them (`engine::Mapper`), so an

@@ -88,8 +88,11 @@ def test_hit_counts_pinned(blocks: np.ndarray) -> None:
 
 
 def test_lru_equals_the_exact_mrc(cloudphysics: iotwin.Trace, blocks: np.ndarray) -> None:
-    accesses, _, ratios = lru(cloudphysics, SIZES)
+    accesses, distinct, ratios, (reads, reread, writes, rewritten) = lru(cloudphysics, SIZES)
     assert accesses == len(blocks)
+    # every access is a read or a write, and each block's first access is a miss of any cache
+    assert reads + writes == accesses
+    assert accesses - reread - rewritten == distinct == len(np.unique(blocks))
     for c, ratio in zip(SIZES, ratios, strict=True):
         r = cache.simulate(blocks, "lru", c * 4096)
         assert r["misses"] / accesses == ratio

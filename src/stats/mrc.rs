@@ -12,17 +12,33 @@ use crate::model::lastseen::LastSeen;
 use crate::rankset::RankSet;
 use rustc_hash::FxHashMap;
 
+/// What one pass over a trace's block accesses measures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    /// Block accesses, and distinct blocks (the footprint).
+    pub accesses: u64,
+    pub distinct: u64,
+    /// LRU miss ratio at each asked cache size.
+    pub miss_ratios: Vec<f64>,
+    /// Block accesses of reads, and of them those to a block accessed before (by any
+    /// request); the same for writes. What a cache of the whole footprint serves: a
+    /// write-back cache's speedup comes mostly from its read hits.
+    pub reads: (u64, u64),
+    pub writes: (u64, u64),
+}
+
 /// Miss ratios of an LRU cache of each size in `cache_blocks` (in blocks of `block` bytes)
-/// over the accesses of the requests. `space[i]` separates address spaces (volumes, files):
-/// blocks of different spaces never share a cache entry. Returns (accesses, distinct blocks,
-/// miss ratios). With no sizes only the blocks are counted (the footprint).
+/// over the accesses of the requests, and re-use by operation (`op`: 0 read, 1 write; empty
+/// where unknown). `space[i]` separates address spaces (volumes, files): blocks of different
+/// spaces never share a cache entry. With no sizes only the blocks are counted.
 pub fn miss_ratios(
     space: &[u64],
     offset: &[u64],
     size: &[u32],
+    op: &[u8],
     block: u64,
     cache_blocks: &[u64],
-) -> (u64, u64, Vec<f64>) {
+) -> Curve {
     let accesses: u64 = (0..offset.len())
         .map(|i| blocks_of(offset[i], size[i], block).count() as u64)
         .sum();
@@ -31,10 +47,16 @@ pub fn miss_ratios(
     let mut hist = vec![0u64; cap + 1];
     let mut latest = Latest::new(space, offset, size, block, accesses);
     let mut marks = RankSet::new(if cap > 0 { accesses as usize } else { 0 });
+    let mut by_op = [(0u64, 0u64); 2];
     let mut pos = 0usize;
     for i in 0..offset.len() {
+        let counted = op.get(i).and_then(|&o| by_op.get_mut(o as usize));
+        let (mut touched, mut again) = (0u64, 0u64);
         for b in blocks_of(offset[i], size[i], block) {
-            let slot = match latest.insert(space[i], b, pos) {
+            let prev = latest.insert(space[i], b, pos);
+            touched += 1;
+            again += u64::from(prev.is_some());
+            let slot = match prev {
                 Some(prev) if cap > 0 => {
                     // marks strictly after prev: distinct blocks touched since
                     let d = marks.after(prev);
@@ -49,8 +71,12 @@ pub fn miss_ratios(
             }
             pos += 1;
         }
+        if let Some(c) = counted {
+            c.0 += touched;
+            c.1 += again;
+        }
     }
-    let ratios = cache_blocks
+    let miss_ratios = cache_blocks
         .iter()
         .map(|&c| {
             let hits: u64 = hist[..(c as usize).min(cap)].iter().sum();
@@ -60,7 +86,13 @@ pub fn miss_ratios(
             }
         })
         .collect();
-    (accesses, latest.distinct, ratios)
+    Curve {
+        accesses,
+        distinct: latest.distinct,
+        miss_ratios,
+        reads: by_op[0],
+        writes: by_op[1],
+    }
 }
 
 /// Each block's latest access: the fitter's `LastSeen` (a table by block where the blocks
@@ -129,15 +161,30 @@ mod tests {
         let off: Vec<u64> = [0u64, 1, 2, 0, 1, 3, 0].iter().map(|x| x * b).collect();
         let size = vec![4096u32; 7];
         let space = vec![0u64; 7];
-        let (n, distinct, r) = miss_ratios(&space, &off, &size, b, &[1, 2, 3, 4]);
-        assert_eq!((n, distinct), (7, 4));
-        assert_eq!(r, vec![1.0, 1.0, 4.0 / 7.0, 4.0 / 7.0]);
-        // the footprint alone
-        assert_eq!(miss_ratios(&space, &off, &size, b, &[]), (7, 4, vec![]));
-        // a request over two blocks touches both; another space never hits
-        let (n, distinct, r) = miss_ratios(&[0, 0, 1], &[0, 0, 0], &[8192, 4096, 4096], b, &[2]);
-        assert_eq!((n, distinct), (4, 3));
-        assert_eq!(r, vec![0.75]);
+        // reads a, c, b, a; writes b, a, d
+        let op = [0u8, 1, 0, 1, 0, 1, 0];
+        let c = miss_ratios(&space, &off, &size, &op, b, &[1, 2, 3, 4]);
+        assert_eq!((c.accesses, c.distinct), (7, 4));
+        assert_eq!(c.miss_ratios, vec![1.0, 1.0, 4.0 / 7.0, 4.0 / 7.0]);
+        // reads: a (cold), c (cold), b (again), a (again); writes: b (cold), a (again), d
+        assert_eq!((c.reads, c.writes), ((4, 2), (3, 1)));
+        // the footprint alone; ops unknown
+        let c = miss_ratios(&space, &off, &size, &[], b, &[]);
+        assert_eq!((c.accesses, c.distinct, c.miss_ratios), (7, 4, vec![]));
+        assert_eq!((c.reads, c.writes), ((0, 0), (0, 0)));
+        // a request over two blocks touches both; another space never hits; a flush (op 2)
+        // counts as neither
+        let c = miss_ratios(
+            &[0, 0, 1],
+            &[0, 0, 0],
+            &[8192, 4096, 4096],
+            &[1, 0, 2],
+            b,
+            &[2],
+        );
+        assert_eq!((c.accesses, c.distinct), (4, 3));
+        assert_eq!(c.miss_ratios, vec![0.75]);
+        assert_eq!((c.reads, c.writes), ((1, 1), (2, 0)));
     }
 
     #[test]
@@ -153,13 +200,19 @@ mod tests {
         let dense: Vec<u64> = blocks.iter().map(|b| b * 4096).collect();
         let sparse: Vec<u64> = blocks.iter().map(|b| b * 4096 * 1_000_000).collect();
         let space = vec![0u64; 5000];
+        let op: Vec<u8> = (0..5000).map(|i| (i % 2) as u8).collect();
         let sizes = [1, 10, 100, 400, 2000];
-        let a = miss_ratios(&space, &dense, &size, 4096, &sizes);
+        let a = miss_ratios(&space, &dense, &size, &op, 4096, &sizes);
         // in the sparse space a request's extra blocks are its own (no overlap with others)
-        let b = miss_ratios(&space, &sparse, &vec![4096; 5000], 4096, &sizes);
-        let c = miss_ratios(&space, &dense, &vec![4096; 5000], 4096, &sizes);
+        let b = miss_ratios(&space, &sparse, &vec![4096; 5000], &op, 4096, &sizes);
+        let c = miss_ratios(&space, &dense, &vec![4096; 5000], &op, 4096, &sizes);
         assert_eq!(b, c);
-        assert_eq!(a.0, size.iter().map(|&s| (s / 4096) as u64).sum::<u64>());
-        assert!(a.2.windows(2).all(|w| w[0] >= w[1]));
+        assert_eq!(
+            a.accesses,
+            size.iter().map(|&s| (s / 4096) as u64).sum::<u64>()
+        );
+        assert_eq!(a.reads.0 + a.writes.0, a.accesses);
+        assert_eq!(a.accesses - a.reads.1 - a.writes.1, a.distinct);
+        assert!(a.miss_ratios.windows(2).all(|w| w[0] >= w[1]));
     }
 }

@@ -25,7 +25,7 @@ def cache_blocks(footprint_blocks: int, points: int = POINTS) -> list[int]:
 def curves(series: list[tuple[str, Trace]]) -> tuple[list[int], dict[str, list[float]]]:
     from ...validate import lru, lru_each
 
-    _, footprint, _ = lru(series[0][1], [])
+    _, footprint, _, _ = lru(series[0][1], [])
     sizes = cache_blocks(footprint)
     each = lru_each([trace for _, trace in series], sizes)
     return sizes, {name: list(r[2]) for (name, _), r in zip(series, each, strict=True)}
