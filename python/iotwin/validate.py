@@ -4,9 +4,10 @@ Every metric has the original's value, the synthetic's, a deviation and a tolera
 absolute deviation for fractions (read, sequential, locality shares, size shares, thread
 weights, miss ratios), relative deviation for magnitudes (mean size, mean inter-arrival
 time, IOPS, burstiness), as design.md defines. Beyond the paper: LRU miss ratios at cache
-sizes relative to the original's footprint, block re-use by operation, the distance between jump-distance
-distributions, burstiness (index of dispersion of request counts in 1 s and 10 s windows)
-and the correlation of per-window rates (the fluctuation shape, seed 000 Figure 5).
+sizes relative to the original's footprint, block re-use by operation, the distance
+between jump-distance distributions, burstiness (index of dispersion of request counts in
+1 s and 10 s windows) and the correlation of per-window rates (the fluctuation shape, seed
+000 Figure 5).
 """
 
 from __future__ import annotations
