@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from reference import reuse_by_op
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -82,27 +83,6 @@ def test_twin_meets_the_feature_bars(twins: dict, name: str) -> None:
     weights = metrics(report, "weight[")
     assert len(weights) == trace.df["stream"].n_unique()
     assert all(v["deviation"] <= 0.0005 for v in weights.values())
-
-
-def reuse_by_op(trace: iotwin.Trace) -> dict[str, float]:
-    """Shares of read and of write 4 KiB block accesses to a block accessed before in the
-    same address space, one access at a time (the reference for validate's pass)."""
-    from iotwin.validate import address_space
-
-    seen: set[tuple[int, int]] = set()
-    counts = {0: [0, 0], 1: [0, 0]}
-    df = trace.df
-    columns = (df[c].to_list() for c in ("op", "offset", "size"))
-    rows = zip(address_space(trace).tolist(), *columns, strict=True)
-    for space, op, offset, size in rows:
-        for block in range(offset // 4096, (offset + max(size, 1) - 1) // 4096 + 1):
-            if op in counts:
-                counts[op][0] += 1
-                counts[op][1] += (space, block) in seen
-            seen.add((space, block))
-    return {
-        name: c[1] / c[0] for name, c in (("read_reuse", counts[0]), ("write_reuse", counts[1]))
-    }
 
 
 REUSE = {"msr_hm0_excerpt.csv": (0.0573, 0.5000), "tencent_cbs_excerpt.csv.bz2": (0.1420, 0.0330)}

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from reference import reuse_by_op
 from typer.testing import CliRunner
 
+import iotwin
 from iotwin.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +77,16 @@ def test_pgbench_report_lists_every_footprint() -> None:
     # before new data stayed inside files); the uniform baseline spreads over twice it
     assert 0.75 <= fp["twin"] / fp["original"] <= 1.25
     assert fp["uniform"] > 2 * fp["original"]
+    # what a cache of the whole footprint serves, by operation: the original re-reads .921
+    # of its read blocks and rewrites .561; the twins re-read less (.815) and rewrite more
+    # (.676), hence their curve below the original's at half and all of the footprint
+    reuse = d["reuse"]
+    expected = reuse_by_op(iotwin.load_trace(SAMPLE))
+    assert reuse["original"]["read"] == pytest.approx(expected["read_reuse"], abs=1e-12)
+    assert reuse["original"]["write"] == pytest.approx(expected["write_reuse"], abs=1e-12)
+    assert reuse["original"]["read"] > reuse["twin"]["read"] > 2 * reuse["uniform"]["read"]
+    assert reuse["twin"]["write"] > reuse["original"]["write"] > reuse["uniform"]["write"]
+    assert "reads / writes: original 92.1% / 56.1%" in render_text(d)
 
 
 def test_twin_count_auto_keeps_the_synthesized_requests_near_two_million() -> None:
@@ -119,3 +131,13 @@ def test_dirty_share_is_the_caches_and_checked() -> None:
     assert c["curves"]["original"][1] == pytest.approx(k["curves"]["original"][1], rel=0.05)
     bad = runner.invoke(app, ["whatif", "cache", str(SAMPLE), "--dirty", "1.5"])
     assert bad.exit_code != 0 and "must be from 0 to 1, got '1.5'" in str(bad.exception)
+
+
+def render_text(d: dict) -> str:
+    from rich.console import Console
+
+    from iotwin.whatif.cache import render
+
+    console = Console(record=True, width=200)
+    render(d, console)
+    return console.export_text()

@@ -27,7 +27,19 @@ BLOCK = 4096
 def footprint_bytes(trace: Trace) -> int:
     """Bytes of the distinct 4 KiB blocks the trace touches (each volume or file its own
     address space), as the miss-ratio curves count them."""
-    return lru(trace, [])[1] * BLOCK
+    return data_touched(trace)[0]
+
+
+def data_touched(trace: Trace) -> tuple[int, dict[str, float | None]]:
+    """The footprint in bytes, and the shares of read and of write block accesses to a
+    block accessed before (validate's `read_reuse` and `write_reuse`), in one pass: what a
+    cache of the whole footprint serves, by operation."""
+    _, distinct, _, (reads, reread, writes, rewritten) = lru(trace, [])
+    reuse = {
+        "read": reread / reads if reads else None,
+        "write": rewritten / writes if writes else None,
+    }
+    return distinct * BLOCK, reuse
 
 
 def auto_sizes(fp: int) -> list[int]:
@@ -102,10 +114,13 @@ def study(
 
     curves: dict[str, list[list[dict[str, Any]]]] = {}
     footprints: dict[str, list[int]] = {}
+    reuse: dict[str, list[dict[str, float | None]]] = {}
     for name, make in makers.items():
         for s in realizations[name]:
             t = reference if (name, s) == (first, seed) else make(s)
-            footprints.setdefault(name, []).append(footprint_bytes(t))
+            fp, shares = data_touched(t)
+            footprints.setdefault(name, []).append(fp)
+            reuse.setdefault(name, []).append(shares)
             curves.setdefault(name, []).append(curve(t, sizes, stack, intensity, seed, tick))
     points = {name: mean_points(runs) for name, runs in curves.items()}
     result: dict[str, Any] = {
@@ -119,6 +134,7 @@ def study(
         "seeds": seeds,
         "footprint_bytes": reference_fp,
         "footprints": {name: round(fmean(fp)) for name, fp in footprints.items()},
+        "reuse": {name: mean_shares(r) for name, r in reuse.items()},
         "sizes": sizes,
         "curves": {name: [p["speedup"] for p in pts] for name, pts in points.items()},
         "ranges": {name: speedup_range(c) for name, c in curves.items() if name != "original"},
@@ -137,6 +153,15 @@ def speedup_range(runs: list[list[dict[str, Any]]]) -> dict[str, list[float]]:
         "low": [min(p["speedup"] for p in at) for at in at_sizes],
         "high": [max(p["speedup"] for p in at) for at in at_sizes],
     }
+
+
+def mean_shares(runs: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Each share's mean over the realizations (None where a trace has no such operation)."""
+    out: dict[str, float | None] = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        out[key] = None if None in values else fmean(v for v in values if v is not None)
+    return out
 
 
 def mean_points(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -185,6 +210,8 @@ def render(r: dict[str, Any], console: Console) -> None:
             f"{r['seeds'][-1]}) and their range"
         )
     console.print(footprint_line(r))
+    if "reuse" in r:
+        console.print(reuse_line(r))
     caution = footprint_caution(r)
     if caution:
         console.print(f"[yellow]{caution}[/yellow]")
@@ -203,6 +230,20 @@ def footprint_line(r: dict[str, Any]) -> str:
     sizes = r.get("footprints") or {"workload": r["footprint_bytes"]}
     return "footprint (distinct 4 KiB blocks): " + ", ".join(
         f"{name} {bytes_label(b)}" for name, b in sizes.items()
+    )
+
+
+def reuse_line(r: dict[str, Any]) -> str:
+    """Re-read and rewritten shares per workload: a write-back cache's speedup follows the
+    re-reads, so a twin re-reading less than its original shows a lower curve."""
+
+    def pct(v: Any) -> str:
+        return f"{v:.1%}" if isinstance(v, int | float) else "-"
+
+    return "block accesses to data touched before, reads / writes: " + ", ".join(
+        f"{name} {pct(u.get('read'))} / {pct(u.get('write'))}"
+        for name, u in r["reuse"].items()
+        if isinstance(u, dict)
     )
 
 

@@ -1,0 +1,25 @@
+"""Straightforward reference computations the tests check the core's passes against."""
+
+from __future__ import annotations
+
+import iotwin
+from iotwin.validate import address_space
+
+
+def reuse_by_op(trace: iotwin.Trace) -> dict[str, float]:
+    """Shares of read and of write 4 KiB block accesses to a block accessed before in the
+    same address space, one access at a time (the reference for validate's pass)."""
+    seen: set[tuple[int, int]] = set()
+    counts = {0: [0, 0], 1: [0, 0]}
+    df = trace.df
+    columns = (df[c].to_list() for c in ("op", "offset", "size"))
+    rows = zip(address_space(trace).tolist(), *columns, strict=True)
+    for space, op, offset, size in rows:
+        for block in range(offset // 4096, (offset + max(size, 1) - 1) // 4096 + 1):
+            if op in counts:
+                counts[op][0] += 1
+                counts[op][1] += (space, block) in seen
+            seen.add((space, block))
+    return {
+        name: c[1] / c[0] for name, c in (("read_reuse", counts[0]), ("write_reuse", counts[1]))
+    }
