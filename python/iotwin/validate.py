@@ -307,19 +307,25 @@ def cache_metrics(
     and absorbs rewrites, so two traces with one miss-ratio curve but another split answer
     a caching study differently (Tencent's twin: docs/model.md)."""
     sizes = cache_sizes(a)
-    (_, _, ra, ua), (_, _, rb, ub) = lru_each([a, b], sizes)
+    ca, cb = lru_each([a, b], sizes)
     out = [
         Metric(f"miss_ratio@{f:.0%}", "miss_ratio", x, y, "absolute", miss_tolerance)
-        for f, x, y in zip(CACHE_FRACTIONS, ra, rb, strict=True)
+        for f, x, y in zip(CACHE_FRACTIONS, ca[2], cb[2], strict=True)
     ]
-    for name, at in (("read_reuse", 0), ("write_reuse", 2)):
-        x, y = (share(u[at + 1], u[at]) for u in (ua, ub))
-        out.append(Metric(name, "reuse", x, y, "absolute", reuse_tolerance))
+    ua, ub = reuse_shares(ca), reuse_shares(cb)
+    for op in ("read", "write"):
+        out.append(Metric(f"{op}_reuse", "reuse", ua[op], ub[op], "absolute", reuse_tolerance))
     return out
 
 
-def share(part: int, whole: int) -> float | None:
-    return part / whole if whole else None
+def reuse_shares(curve: Curve) -> dict[str, float | None]:
+    """Of a pass's read and of its write block accesses, the shares to a block accessed
+    before (None where the trace has no such operation)."""
+    reads, reread, writes, rewritten = curve[3]
+    return {
+        "read": reread / reads if reads else None,
+        "write": rewritten / writes if writes else None,
+    }
 
 
 def jump_tvd(ca: dict[str, Any], cb: dict[str, Any]) -> float:

@@ -16,7 +16,7 @@ from ..devices import DEFAULT_DIRTY, describe, resolve, tiered
 from ..report.figures import bytes_label
 from ..sim import simulate_many, speedup
 from ..trace import Trace
-from ..validate import lru
+from ..validate import lru, reuse_shares
 from . import Workload, auto_intensity, twin_count, twin_seeds
 
 # Cache sizes when none are given: these fractions of the workload's footprint.
@@ -34,12 +34,8 @@ def data_touched(trace: Trace) -> tuple[int, dict[str, float | None]]:
     """The footprint in bytes, and the shares of read and of write block accesses to a
     block accessed before (validate's `read_reuse` and `write_reuse`), in one pass: what a
     cache of the whole footprint serves, by operation."""
-    _, distinct, _, (reads, reread, writes, rewritten) = lru(trace, [])
-    reuse = {
-        "read": reread / reads if reads else None,
-        "write": rewritten / writes if writes else None,
-    }
-    return distinct * BLOCK, reuse
+    curve = lru(trace, [])
+    return curve[1] * BLOCK, reuse_shares(curve)
 
 
 def auto_sizes(fp: int) -> list[int]:
