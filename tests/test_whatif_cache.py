@@ -86,7 +86,23 @@ def test_pgbench_report_lists_every_footprint() -> None:
     assert reuse["original"]["write"] == pytest.approx(expected["write_reuse"], abs=1e-12)
     assert reuse["original"]["read"] > reuse["twin"]["read"] > 2 * reuse["uniform"]["read"]
     assert reuse["twin"]["write"] > reuse["original"]["write"] > reuse["uniform"]["write"]
-    assert "reads / writes: original 92.1% / 56.1%" in render_text(d)
+    text = render_text(d)
+    assert "reads / writes: original 92.1% / 56.1%" in text
+    assert "re-reads 81.5% of its read blocks against the original's 92.1%" in text
+    assert "underestimated" in text
+
+
+def test_reuse_caution_only_past_the_tolerance() -> None:
+    from iotwin.whatif.cache import reuse_caution
+
+    def doc(original: float | None, twin: float | None) -> dict:
+        return {"reuse": {"original": {"read": original}, "twin": {"read": twin}}}
+
+    assert reuse_caution(doc(0.142, 0.115)) is None  # Tencent: .027 apart
+    assert "underestimated" in (reuse_caution(doc(0.921, 0.815)) or "")
+    assert "overestimated" in (reuse_caution(doc(0.30, 0.40)) or "")
+    assert reuse_caution(doc(None, 0.5)) is None  # a write-only original
+    assert reuse_caution({"reuse": {"twin": {"read": 0.5}}}) is None  # a model: no original
 
 
 def test_twin_count_auto_keeps_the_synthesized_requests_near_two_million() -> None:

@@ -86,12 +86,17 @@ class WhatIfCache(WhatIfSection):
                 parts.append(note(f"twin and uniform: means over {doc['twins']} realizations, "
                                   "the band their range"))  # fmt: skip
             if "footprints" in doc:
-                from ...whatif.cache import footprint_caution, footprint_line, reuse_line
+                from ...whatif.cache import (
+                    footprint_caution,
+                    footprint_line,
+                    reuse_caution,
+                    reuse_line,
+                )
 
                 parts.append(note(footprint_line(doc)))
                 if "reuse" in doc:
                     parts.append(note(reuse_line(doc)))
-                caution = footprint_caution(doc)
-                if caution:
-                    parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
+                for caution in (footprint_caution(doc), reuse_caution(doc)):
+                    if caution:
+                        parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
         return Markup("").join(parts)
