@@ -39,11 +39,12 @@ def iotwin_step(npy: Path, out: Path) -> dict:
         "offset = blocks * np.uint64(4096)\n"
         "size = np.full(len(blocks), 4096, dtype=np.uint32)\n"
         "space = np.zeros(len(blocks), dtype=np.uint64)\n"
+        "op = np.zeros(len(blocks), dtype=np.uint8)\n"  # reads, as libCacheSim's stream
     )
     code = (
-        "_, footprint, _ = _core.lru_miss_ratios(space, offset, size, 4096, [])\n"
+        "_, footprint, _, _ = _core.lru_miss_ratios(space, offset, size, op, 4096, [])\n"
         f"sizes = [max(1, math.ceil(f * footprint)) for f in {FRACTIONS!r}]\n"
-        "n, _, ratios = _core.lru_miss_ratios(space, offset, size, 4096, sizes)\n"
+        "n, _, ratios, _ = _core.lru_miss_ratios(space, offset, size, op, 4096, sizes)\n"
         f"open({str(out)!r}, 'w').write(json.dumps([sizes, ratios, n]))"
     )
     timing = run_step(code, setup=setup)

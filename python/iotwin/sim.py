@@ -132,6 +132,14 @@ def placed(trace: Trace) -> Trace:
     return on_virtual_device(trace)[0]
 
 
+def placed_for_threads(trace: Trace) -> Trace:
+    """`placed`, once for several runs, with its columns made contiguous before threads read
+    them (a multi-chunk trace rechunks on first use, which two threads must not do at once)."""
+    trace = placed(trace)
+    trace.df  # noqa: B018
+    return trace
+
+
 def arrival_times(trace: Trace) -> tuple[np.ndarray, str]:
     """Arrival times for the simulator, and how they were made: as traced; one per
     millisecond for untimed traces; or, for a clock ticking in whole milliseconds or coarser
@@ -203,8 +211,7 @@ def simulate_many(
 ) -> list[Figures]:
     """The figures of `simulate(trace, device, intensity, seed)` for each (device, intensity)
     of `runs`, in their order, run at once (`at_once`); `done` is called as each finishes."""
-    trace = placed(trace)  # lay out a file-level trace once, not in every run
-    trace.df  # noqa: B018 -- make the columns contiguous once, before the threads read them
+    trace = placed_for_threads(trace)
 
     def figures(device: str | dict[str, Any], intensity: float) -> Figures:
         return simulate(trace, device, intensity, seed).figures()

@@ -50,12 +50,11 @@ pub fn miss_ratios(
     let mut by_op = [(0u64, 0u64); 2];
     let mut pos = 0usize;
     for i in 0..offset.len() {
-        let counted = op.get(i).and_then(|&o| by_op.get_mut(o as usize));
-        let (mut touched, mut again) = (0u64, 0u64);
+        // a request's accesses and its new blocks, from the counts before and after it (no
+        // work per block)
+        let (pos_before, distinct_before) = (pos, latest.distinct);
         for b in blocks_of(offset[i], size[i], block) {
             let prev = latest.insert(space[i], b, pos);
-            touched += 1;
-            again += u64::from(prev.is_some());
             let slot = match prev {
                 Some(prev) if cap > 0 => {
                     // marks strictly after prev: distinct blocks touched since
@@ -71,9 +70,10 @@ pub fn miss_ratios(
             }
             pos += 1;
         }
-        if let Some(c) = counted {
+        if let Some(c) = op.get(i).and_then(|&o| by_op.get_mut(o as usize)) {
+            let touched = (pos - pos_before) as u64;
             c.0 += touched;
-            c.1 += again;
+            c.1 += touched - (latest.distinct - distinct_before);
         }
     }
     let miss_ratios = cache_blocks

@@ -24,14 +24,9 @@ AUTO_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 1.0)
 BLOCK = 4096
 
 
-def footprint_bytes(trace: Trace) -> int:
-    """Bytes of the distinct 4 KiB blocks the trace touches (each volume or file its own
-    address space), as the miss-ratio curves count them."""
-    return data_touched(trace)[0]
-
-
 def data_touched(trace: Trace) -> tuple[int, dict[str, float | None]]:
-    """The footprint in bytes, and the shares of read and of write block accesses to a
+    """The footprint in bytes (the distinct 4 KiB blocks the trace touches, each volume or
+    file its own address space, as the miss-ratio curves count them), and the shares of read and of write block accesses to a
     block accessed before (validate's `read_reuse` and `write_reuse`), in one pass: what a
     cache of the whole footprint serves, by operation."""
     curve = lru(trace, [])
@@ -98,7 +93,8 @@ def study(
     hdd = resolve(over)
     if intensity is None:
         intensity = auto_intensity(reference, hdd, seed)
-    reference_fp = footprint_bytes(reference)
+    reference_touched = data_touched(reference)
+    reference_fp = reference_touched[0]
     sizes = auto_sizes(reference_fp) if sizes is None else sorted(set(sizes))
     stack = {"over": over, "ssd": ssd, "policy": policy, "write": write, "dirty": dirty}
     total = sum(len(r) for r in realizations.values()) * (len(sizes) + 1)
@@ -113,8 +109,9 @@ def study(
     reuse: dict[str, list[dict[str, float | None]]] = {}
     for name, make in makers.items():
         for s in realizations[name]:
-            t = reference if (name, s) == (first, seed) else make(s)
-            fp, shares = data_touched(t)
+            is_reference = (name, s) == (first, seed)
+            t = reference if is_reference else make(s)
+            fp, shares = reference_touched if is_reference else data_touched(t)
             footprints.setdefault(name, []).append(fp)
             reuse.setdefault(name, []).append(shares)
             curves.setdefault(name, []).append(curve(t, sizes, stack, intensity, seed, tick))

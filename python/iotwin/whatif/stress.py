@@ -37,7 +37,7 @@ from rich.table import Table
 from ..devices import describe, parse_bytes, resolve
 from ..errors import IotwinError
 from ..model import Model
-from ..sim import at_once, placed, simulate
+from ..sim import at_once, placed, placed_for_threads, simulate
 
 KIND = "whatif-stress"
 MIN_REGION_REQUESTS = 20
@@ -252,9 +252,7 @@ def on_simulator(
     intensity) on `device` with `slow` regions injected."""
     _check_depth(model, depth)
     spec = with_slow_regions(device, slow or [])
-    whole = None if duration_s is not None else placed(model.synth(seed=seed))
-    if whole is not None:
-        whole.df  # noqa: B018 -- make the columns contiguous once, before the threads read them
+    whole = None if duration_s is not None else placed_for_threads(model.synth(seed=seed))
 
     def step(x: float) -> Step:
         if whole is None:
