@@ -53,7 +53,10 @@ WHATIF = {
             "uniform": [1.0, 1.25, 1.5, 1.75],
         },
         "twins": 3,
+        "seeds": [0, 1, 2],
         "ranges": {"twin": {"low": [1.0, 2.25, 2.75, 3.0], "high": [1.0, 2.5, 3.25, 3.5]}},
+        "ci95": {"twin": [0.0, 0.05, 0.07, 0.06]},
+        "precision": {"target": 0.02, "reached": True, "fixed": False},
     },
     "whatif-intensity": {
         "kind": "whatif-intensity",
@@ -241,7 +244,12 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
     assert html.count('<svg role="img"') == 5
     for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the workload", "<b>2.50x</b>", "75.0 %", "420"):
         assert cell in html, cell
-    assert "means over 3 realizations, the band their range" in html
+    assert "3.00x ± 0.07" in html and "1.75x</td>" in html  # the uniform curve has no interval
+    assert (
+        "means over 3 twins and uniform baselines (seeds 0-2): twins were added until each "
+        "mean&#39;s 95% interval was within 2%; ± the 95% interval of the mean; the band their "
+        "range" in html
+    )
     sim_row = '<td>pgbench.parquet (original)</td><td>hdd-7200</td><td class="num">2x</td>'
     assert sim_row in html.replace(' class=""', "") and ">512</td>" in html and ">88 %</td>" in html
     assert set(WHATIF_SECTIONS) == {*WHATIF, "sim", "whatif-levels", "whatif-stress"}
@@ -381,9 +389,14 @@ def test_levels_and_stress_sections_from_real_runs(traces: Path, tmp_path: Path)
     lv = json.loads(levels.read_text())
     assert 'id="whatif-levels"' in html and f"{lv['chosen']} (chosen)" in html
     assert f"{lv['original']['mean_ms']:.3g} ms" in html
-    # 5 twins per level: each level's range of single-twin errors, and the note saying so
-    low, high = lv["points"][1]["mean_error_range"]
-    assert f"{100 * low:.1f} % to {100 * high:.1f} %" in html.replace("&nbsp;", " ")
-    assert "means over 5 twins per level" in html
+    # several twins per level: each level's range of single-twin errors, its mean error's 95%
+    # interval, and the note saying how many twins and why
+    point = lv["points"][1]
+    low, high = point["mean_error_range"]
+    text = html.replace("&nbsp;", " ")
+    assert f"{100 * low:.1f} % to {100 * high:.1f} %" in text
+    error, ci = 100 * point["mean_error"], 100 * point["mean_error_ci95"]
+    assert f"{error:.1f} % ± {ci:.1f} %" in text and lv["twins"] > 3
+    assert f"means over {lv['twins']} twins per level (seeds 0-{lv['twins'] - 1})" in html
     assert 'id="whatif-stress"' in html and "0.004x" in html
     assert html.count("<svg") >= 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -42,23 +43,32 @@ def test_chosen_level_matches_the_sweep_and_the_original(tpcc, tpcc_study) -> No
     assert r["intensity"] == auto_intensity(original, "hdd-7200") == 0.0016
     base = simulate(original, "hdd-7200", r["intensity"])
     assert r["original"]["mean_ms"] == pytest.approx(base.mean_ms)
-    # the chosen level's point, recomputed independently: 6,999 requests, so 5 twins averaged
-    assert r["twins"] == 5 and r["seeds"] == [0, 1, 2, 3, 4]
+    # the chosen level's point, recomputed independently: 6,999 requests, so twins are added
+    # (3, 6, 12, 24) until each mean's 95% interval is within 2% of it
+    assert r["twins"] == 24 and r["seeds"] == list(range(24))
+    assert r["precision"] == {"target": 0.02, "reached": True, "fixed": False}
     model = fit(tpcc, levels=2)
     twins = [
         simulate(placed(model.synth(requests=len(tpcc), seed=s)), "hdd-7200", r["intensity"])
-        for s in range(5)
+        for s in range(24)
     ]
-    means = [t.mean_ms for t in twins]
-    p95s = [t.percentile_ms(95) for t in twins]
+    means = np.array([t.mean_ms for t in twins])
+    p95s = np.array([t.percentile_ms(95) for t in twins])
     chosen = r["points"][1]
-    assert chosen["mean_ms"] == pytest.approx(sum(means) / 5)
-    assert chosen["mean_error"] == pytest.approx(sum(means) / 5 / base.mean_ms - 1)
-    assert chosen["p95_error"] == pytest.approx(sum(p95s) / 5 / base.percentile_ms(95) - 1)
+    assert chosen["mean_ms"] == pytest.approx(means.mean())
+    assert chosen["mean_error"] == pytest.approx(means.mean() / base.mean_ms - 1)
+    assert chosen["p95_error"] == pytest.approx(p95s.mean() / base.percentile_ms(95) - 1)
     low, high = chosen["mean_error_range"]
-    assert low == pytest.approx(min(means) / base.mean_ms - 1)
-    assert high == pytest.approx(max(means) / base.mean_ms - 1)
+    assert low == pytest.approx(means.min() / base.mean_ms - 1)
+    assert high == pytest.approx(means.max() / base.mean_ms - 1)
     assert low < chosen["mean_error"] < high
+    # Student's t at 23 degrees of freedom (2.0687, from tables) times the standard error
+    for figures, key, original in (
+        (means, "mean", base.mean_ms),
+        (p95s, "p95", base.percentile_ms(95)),
+    ):
+        half = 2.0687 * figures.std(ddof=1) / np.sqrt(24)
+        assert chosen[f"{key}_error_ci95"] == pytest.approx(half / original, rel=1e-4)
     assert chosen["transitions"] == model.transition_count
     # measured 0.944 (0.95 and over before re-use by operation was scored: TPC-C's twin
     # at levels 2, seed 7, rewrites .047 of its written blocks against the original's .015)
@@ -83,12 +93,14 @@ def test_sweep_reports_each_level_as_it_is_scored(tpcc) -> None:
 
 
 def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
-    """Measured on TPC-C at 0.0016x, means of 5 twins: mean +3.0%, p95 +2.5% at the chosen 2
-    levels (single twins +0.0% to +6.0%); level 1 is within the mean bar too (+4.3%) with a
-    far lower fidelity score (0.68 against 0.97), level 3 is +4.4%."""
+    """Measured on TPC-C at 0.0016x, means of 24 twins: mean +3.2% +- 0.8%, p95 +2.4% +- 1.9% at
+    the chosen 2 levels (single twins -0.7% to +6.0%); level 1 is within the mean bar too
+    (+4.0% +- 0.5%) with a far lower fidelity score (0.68 against 0.94), level 3 is +4.4%."""
     r = tpcc_study
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
     assert abs(chosen["mean_error"]) <= 0.05 and abs(chosen["p95_error"]) <= 0.10
+    # within the bar by more than the mean's 95% interval: not a lucky draw of twins
+    assert abs(chosen["mean_error"]) + chosen["mean_error_ci95"] <= 0.05
     within = [p["levels"] for p in r["points"] if abs(p["mean_error"]) <= 0.05]
     assert r["within_5pct"] == within[0] == 1
     scores = [p["score"] for p in r["points"]]
@@ -96,34 +108,37 @@ def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
 
 
 def test_cloudphysics_twin_within_the_bar(traces: Path) -> None:
-    """Measured at the auto intensity 0.00797x, means of 5 twins: mean -0.3% at the chosen 2
-    levels (single twins -0.7% to -0.1%); p95 +9.9%, just inside the issue's 10% (it was
-    +10.3% before resumed re-scans were told from resumed runs of new data: docs/model.md)."""
+    """Measured at the auto intensity 0.00797x: 3 twins suffice (each mean's interval within
+    2%), mean -0.3% +- 0.8% at the chosen 2 levels (single twins -0.7% to -0.1%); p95
+    +9.8% +- 0.3%, just inside the issue's 10% (it was +10.3% before resumed re-scans were
+    told from resumed runs of new data: docs/model.md)."""
     r = study(load_trace(traces / "cloudPhysicsIO.vscsi"), "hdd-7200", max_levels=2)
-    assert r["chosen"] == 2 and r["twins"] == 5
+    assert r["chosen"] == 2 and r["twins"] == 3 and r["precision"]["reached"]
     chosen = r["points"][1]
-    assert abs(chosen["mean_error"]) <= 0.05
+    assert abs(chosen["mean_error"]) + chosen["mean_error_ci95"] <= 0.05
     assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
-    assert abs(chosen["p95_error"]) <= 0.10
+    assert abs(chosen["p95_error"]) <= 0.10  # +9.8% +- 0.3%: its interval reaches past the bar
 
 
 def test_tencent_twin_within_the_bar(traces: Path) -> None:
-    """Volumes as streams, at the auto intensity 0.00207x, means of 5 twins: mean +3.4%, p95
-    -0.3% at the chosen 3 levels (+3.4% / -0.5% at 2). Before stream extents the twins' seeks
-    between volumes were 2.5x too long (a volume's random requests spread over the whole
-    104 GB leaf): +6.1% / +0.8% at 2 levels."""
+    """Volumes as streams, at the auto intensity 0.00207x, 3 twins: mean +3.5% +- 0.7%, p95
+    -0.3% +- 0.7% at the chosen 3 levels (+3.4% / -0.4% at 2). Before stream extents the
+    twins' seeks between volumes were 2.5x too long (a volume's random requests spread over
+    the whole 104 GB leaf): +6.1% / +0.8% at 2 levels."""
     trace = load_trace(traces / "tencent_cbs_excerpt.csv.bz2", opts=ReadOptions(stream_by="volume"))
     r = study(trace, "hdd-7200", max_levels=3)
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
-    assert abs(chosen["mean_error"]) <= 0.05 and abs(chosen["p95_error"]) <= 0.10
+    assert abs(chosen["mean_error"]) + chosen["mean_error_ci95"] <= 0.05
+    assert abs(chosen["p95_error"]) + chosen["p95_error_ci95"] <= 0.10
     assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured at the auto intensity 0.41x: the msr_hm0 twins at the chosen 2 levels are "
-    "-6.8% on the mean and -2.5% on p95 (means of 5 twins; single twins -18% to +8%: 1,000 "
-    "requests; levels 1 and 3: -8.7%, +14.5%)",
+    reason="measured at the auto intensity 0.41x over 384 twins (the most `auto` adds; single "
+    "twins -54% to +97%: 1,000 requests): the chosen 2 levels' twin is -13.3% +- 1.8% on the "
+    "mean and -6.5% +- 3.3% on p95; level 3 would pass (+0.7% +- 2.3%, +3.5% +- 3.7%), level "
+    "1 not (-9.9%). Five twins had put level 2 at -6.8% (docs/model.md: where MSR's time goes)",
 )
 def test_msr_twin_mean_within_5pct(traces: Path) -> None:
     r = study(load_trace(traces / "msr_hm0_excerpt.csv"), "hdd-7200", max_levels=3)
@@ -148,8 +163,9 @@ def test_cli_json_and_table(traces: Path, tmp_path: Path) -> None:
     table = CliRunner().invoke(app, [*args, "--plot", str(figure)], terminal_width=200)
     assert table.exit_code == 0, table.output
     text = " ".join(table.output.split())  # the table wraps at the runner's 80 columns
-    assert "chosen by fidelity score" in text and "error" in text and "range" in text
-    assert doc["twins"] == 5 and "means over 5 twins per level" in text
+    assert "chosen by fidelity score" in text and "error" in text and "±" in text
+    assert doc["twins"] == 384 and "means over 384 twins per level" in text
+    assert "the most allowed" in text and not doc["precision"]["reached"]
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -17,7 +17,7 @@ from ..report.figures import bytes_label
 from ..sim import simulate_many, speedup
 from ..trace import Trace
 from ..validate import lru, reuse_shares
-from . import Workload, auto_intensity, twin_count, twin_seeds
+from . import PRECISION, Workload, auto_intensity, half_width, precision_note, replicate
 
 # Cache sizes when none are given: these fractions of the workload's footprint.
 AUTO_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 1.0)
@@ -79,15 +79,12 @@ def study(
     twins: int | None = None,
     dirty: float = DEFAULT_DIRTY,
 ) -> dict[str, Any]:
-    """The curves of the original (when there is one), of `twins` twins (None: auto) and of
-    as many uniform baselines, each synthesized one after the other (a twin's trace is freed
+    """The curves of the original (when there is one), of `twins` twins (None: auto, in rounds
+    until every mean speedup is precise: `replicate`) and of as many uniform baselines, each synthesized one after the other (a twin's trace is freed
     before the next is made); the twins' and baselines' curves are their means, with ranges."""
-    count = twin_count(twins, w.requests)
-    seeds = twin_seeds(seed, count)
     makers = {"twin": w.twin, "uniform": w.uniform}
     if w.original is not None:
         makers = {"original": w.reference, **makers}
-    realizations = {name: [seed] if name == "original" else seeds for name in makers}
     first = next(iter(makers))
     reference = makers[first](seed)
     hdd = resolve(over)
@@ -97,24 +94,41 @@ def study(
     reference_fp = reference_touched[0]
     sizes = auto_sizes(reference_fp) if sizes is None else sorted(set(sizes))
     stack = {"over": over, "ssd": ssd, "policy": policy, "write": write, "dirty": dirty}
-    total = sum(len(r) for r in realizations.values()) * (len(sizes) + 1)
-    task = progress.add_task("simulating", total=total) if progress else None
+    task = progress.add_task("simulating", total=0) if progress else None
 
     def tick() -> None:
         if progress is not None:
             progress.advance(task)
 
+    planned: list[int] = []  # simulations announced to the progress bar, round by round
     curves: dict[str, list[list[dict[str, Any]]]] = {}
     footprints: dict[str, list[int]] = {}
     reuse: dict[str, list[dict[str, float | None]]] = {}
-    for name, make in makers.items():
-        for s in realizations[name]:
+
+    def realize(name: str, seeds: list[int]) -> None:
+        """Simulates these realizations one after the other (a trace is freed before the next
+        is made), the reference reused."""
+        planned.append(len(seeds) * (len(sizes) + 1))
+        if progress is not None:
+            progress.update(task, total=sum(planned))
+        for s in seeds:
             is_reference = (name, s) == (first, seed)
-            t = reference if is_reference else make(s)
+            t = reference if is_reference else makers[name](s)
             fp, shares = reference_touched if is_reference else data_touched(t)
             footprints.setdefault(name, []).append(fp)
             reuse.setdefault(name, []).append(shares)
             curves.setdefault(name, []).append(curve(t, sizes, stack, intensity, seed, tick))
+
+    def run(seeds: list[int]) -> None:
+        for name in ("twin", "uniform"):
+            realize(name, seeds)
+
+    def samples() -> list[list[float]]:
+        return [speedups for name in ("twin", "uniform") for speedups in by_size(curves[name])]
+
+    if "original" in makers:
+        realize("original", [seed])
+    seeds, reached = replicate(twins, w.requests, seed, run, samples)
     points = {name: mean_points(runs) for name, runs in curves.items()}
     result: dict[str, Any] = {
         "kind": "whatif-cache",
@@ -123,20 +137,31 @@ def study(
         "cache": f"{ssd} {policy} write-{write}"
         + (f", cleaned to {dirty:.0%} dirty" if write == "back" else ""),
         "intensity": intensity,
-        "twins": count,
+        "twins": len(seeds),
         "seeds": seeds,
+        "precision": {"target": PRECISION, "reached": reached, "fixed": twins is not None},
         "footprint_bytes": reference_fp,
         "footprints": {name: round(fmean(fp)) for name, fp in footprints.items()},
         "reuse": {name: mean_shares(r) for name, r in reuse.items()},
         "sizes": sizes,
         "curves": {name: [p["speedup"] for p in pts] for name, pts in points.items()},
         "ranges": {name: speedup_range(c) for name, c in curves.items() if name != "original"},
+        "ci95": {
+            name: [half_width(v) for v in by_size(c)]
+            for name, c in curves.items()
+            if name != "original"
+        },
         "points": points,
     }
     if "original" in points:
         result["twin_max_error"] = max_error(points["original"], points["twin"])
         result["uniform_max_error"] = max_error(points["original"], points["uniform"])
     return result
+
+
+def by_size(runs: list[list[dict[str, Any]]]) -> list[list[float]]:
+    """Each size's speedups over the realizations."""
+    return [[p["speedup"] for p in at] for at in zip(*runs, strict=True)]
 
 
 def speedup_range(runs: list[list[dict[str, Any]]]) -> dict[str, list[float]]:
@@ -179,18 +204,24 @@ def render(r: dict[str, Any], console: Console) -> None:
     t = Table(
         title=f"SSD cache speedup over {r['device']} ({r['cache']}, intensity {r['intensity']:.3g}x)"
     )
-    ranged = {n for n in names if r.get("twins", 1) > 1 and n in r.get("ranges", {})}
-    t.add_column("cache size", justify="right")
+    # several realizations: the mean's 95% interval where the study has it (`ci95`), else the
+    # range of the single realizations
+    intervals = r.get("ci95", {}) if r.get("twins", 1) > 1 else {}
+    ranged = {n for n in names if r.get("twins", 1) > 1 and n in r.get("ranges", {})} - set(
+        intervals
+    )
+    t.add_column("cache\nsize", justify="right", no_wrap=True)
     for name in names:
-        t.add_column(f"{name} speedup", justify="right")
+        t.add_column(f"{name}\nspeedup", justify="right", no_wrap=True)
         if name in ranged:
             t.add_column("range", justify="right", style="dim")
-        t.add_column("hit ratio", justify="right", style="dim")
+        t.add_column("hit\nratio", justify="right", style="dim", no_wrap=True)
     for i, size in enumerate(r["sizes"]):
         row = [bytes_label(size)]
         for name in names:
             p = r["points"][name][i]
-            row.append(f"{p['speedup']:.3f}")
+            ci = intervals.get(name, [None] * (i + 1))[i]
+            row.append(f"{p['speedup']:.3f}" + (f" ±{ci:.2f}" if ci else ""))
             if name in ranged:
                 span = r["ranges"][name]
                 row.append(f"{span['low'][i]:.2f}-{span['high'][i]:.2f}")
@@ -199,8 +230,9 @@ def render(r: dict[str, Any], console: Console) -> None:
     console.print(t)
     if r.get("twins", 1) > 1:
         console.print(
-            f"twin and uniform: means over {r['twins']} realizations (seeds {r['seeds'][0]}-"
-            f"{r['seeds'][-1]}) and their range"
+            "twin and uniform: "
+            + precision_note(r, "and uniform baselines")
+            + ("; ± the 95% interval of the mean" if "ci95" in r else "; their range")
         )
     console.print(footprint_line(r))
     if "reuse" in r:

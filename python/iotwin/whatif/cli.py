@@ -43,8 +43,9 @@ TwinsOpt = Annotated[
     str,
     typer.Option(
         "--twins",
-        help="Twins to average (seeds --seed, --seed+1, ...), shown with their range; 'auto': "
-        "up to 5, as many as keep the synthesized requests near 2 million.",
+        help="Twins to average (seeds --seed, --seed+1, ...); 'auto': 3, 6, 12, ... until each "
+        "mean's 95% confidence interval is within 2% of it (shown as ±), at most 384 and as "
+        "many as keep their synthesized requests near 2 million (per level).",
     ),
 ]
 FormatOpt = Annotated[

@@ -24,7 +24,7 @@ from ..levels import MAX_LEVELS, sweep
 from ..model import Model, ShortTraceWarning
 from ..sim import Figures, at_once, placed, simulate
 from ..trace import Trace
-from . import auto_intensity, ensemble, twin_count, twin_seeds
+from . import PRECISION, auto_intensity, ensemble, precision_note, replicate
 
 KIND = "whatif-levels"
 WITHIN = 0.05  # the mean-response bar of the issue (twin within 5% of the original)
@@ -45,8 +45,8 @@ def study(
     twins: int | None = None,
 ) -> dict[str, Any]:
     """The levels study of `trace` on `device` (intensity None: auto on the original). Each
-    level's response times are the means over `twins` twins (None: auto), with the range of
-    their errors."""
+    level's response times are the means over `twins` twins (None: auto, in rounds until
+    every mean is precise: `replicate`), with the range of their errors."""
     if not 1 <= max_levels <= MAX_LEVELS:
         raise IotwinError(f"--max-levels {max_levels}: expected 1 to {MAX_LEVELS}")
     if len(trace) == 0:
@@ -59,38 +59,27 @@ def study(
         # the sweep goes past the levels a short trace can fill on purpose
         warnings.simplefilter("ignore", ShortTraceWarning)
         chosen, sweep_points = sweep(trace, fanout, seed, max_levels, full=True)
-    count = twin_count(twins, len(trace))
-    seeds = twin_seeds(seed, count)
     base_p95 = base.percentile_ms(95)
 
     def twin_run(model: Model, twin_seed: int) -> Figures:
         twin = placed(model.synth(requests=len(trace), seed=twin_seed))
         return simulate(twin, spec, scale, seed).figures()
 
-    # every level's twins synthesized and simulated at once, keeping only their figures
-    tasks = [partial(twin_run, p.model, s) for p in sweep_points for s in seeds]
-    results = at_once(tasks)
-    points = []
-    for k, p in enumerate(sweep_points):
-        runs = results[k * len(seeds) : (k + 1) * len(seeds)]
-        mean = ensemble([r.mean_ms for r in runs])
-        p95 = ensemble([r.p95_ms for r in runs])
-        points.append(
-            {
-                "levels": p.levels,
-                "mean_ms": mean["mean"],
-                "p95_ms": p95["mean"],
-                "mean_error": relative_error(mean["mean"], base.mean_ms),
-                "p95_error": relative_error(p95["mean"], base_p95),
-                "mean_error_range": [
-                    relative_error(mean[k], base.mean_ms) for k in ("low", "high")
-                ],
-                "p95_error_range": [relative_error(p95[k], base_p95) for k in ("low", "high")],
-                "transitions": p.transitions,
-                "score": p.score,
-                "utilisation": fmean(r.utilisation for r in runs),
-            }
-        )
+    runs: list[list[Figures]] = [[] for _ in sweep_points]
+
+    def run(seeds: list[int]) -> None:
+        # every level's next twins synthesized and simulated at once, keeping their figures
+        results = at_once([partial(twin_run, p.model, s) for p in sweep_points for s in seeds])
+        for k, level_runs in enumerate(runs):
+            level_runs += results[k * len(seeds) : (k + 1) * len(seeds)]
+
+    def samples() -> list[list[float]]:
+        return [[getattr(r, key) for r in rs] for rs in runs for key in ("mean_ms", "p95_ms")]
+
+    seeds, reached = replicate(twins, len(trace), seed, run, samples)
+    points = [
+        level_point(p, rs, base.mean_ms, base_p95) for p, rs in zip(sweep_points, runs, strict=True)
+    ]
     within = next((p["levels"] for p in points if abs(p["mean_error"]) <= WITHIN), None)
     return {
         "kind": KIND,
@@ -98,8 +87,9 @@ def study(
         "device": describe(spec),
         "intensity": scale,
         "seed": seed,
-        "twins": count,
+        "twins": len(seeds),
         "seeds": seeds,
+        "precision": {"target": PRECISION, "reached": reached, "fixed": twins is not None},
         "original": {
             "mean_ms": base.mean_ms,
             "p95_ms": base.percentile_ms(95),
@@ -111,6 +101,23 @@ def study(
     }
 
 
+def level_point(p: Any, runs: list[Figures], base_mean: float, base_p95: float) -> dict[str, Any]:
+    """One level's row: the means of its twins' figures, their errors against the original,
+    the range of the single twins' errors and the confidence half-width of the mean error."""
+    mean = ensemble([r.mean_ms for r in runs])
+    p95 = ensemble([r.p95_ms for r in runs])
+    point: dict[str, Any] = {"levels": p.levels}
+    for key, e, base in (("mean", mean, base_mean), ("p95", p95, base_p95)):
+        point[f"{key}_ms"] = e["mean"]
+        point[f"{key}_error"] = relative_error(e["mean"], base)
+        point[f"{key}_error_range"] = [relative_error(e[k], base) for k in ("low", "high")]
+        point[f"{key}_error_ci95"] = None if e["ci95"] is None or not base else e["ci95"] / base
+    point["transitions"] = p.transitions
+    point["score"] = p.score
+    point["utilisation"] = fmean(r.utilisation for r in runs)
+    return point
+
+
 def render(r: dict[str, Any], console: Console) -> None:
     o = r["original"]
     t = Table(
@@ -118,16 +125,21 @@ def render(r: dict[str, Any], console: Console) -> None:
         f"mean {o['mean_ms']:.3f} ms, p95 {o['p95_ms']:.3f} ms ({o['utilisation']:.1%} busy)",
         title_justify="left",
     )
-    ranged = r.get("twins", 1) > 1
+    # several twins: each mean error's 95% interval where the study has it, else the range of
+    # the single twins' errors
+    intervals = r.get("twins", 1) > 1 and "precision" in r
+    ranged = r.get("twins", 1) > 1 and not intervals
     for c in ("levels", "transitions", "score", "mean ms", "mean error", "p95 ms", "p95 error"):
-        t.add_column(c, justify="right")
+        t.add_column(c, justify="right", no_wrap=c.endswith("error"))
         if ranged and c.endswith("error"):
             t.add_column("range", justify="right", style="dim")
     for p in r["points"]:
         row = [f"{p['levels']}{' *' if p['levels'] == r['chosen'] else ''}",
                f"{p['transitions']:,}", f"{p['score']:.3f}"]  # fmt: skip
         for key in ("mean", "p95"):
-            row += [f"{p[f'{key}_ms']:.3f}", f"{p[f'{key}_error']:+.1%}"]
+            ci = p.get(f"{key}_error_ci95")
+            error = f"{p[f'{key}_error']:+.1%}" + (f" ±{ci:.1%}" if ci is not None else "")
+            row += [f"{p[f'{key}_ms']:.3f}", error]
             if ranged:
                 low, high = p[f"{key}_error_range"]
                 row.append(f"{low:+.0%} to {high:+.0%}")
@@ -140,8 +152,9 @@ def render(r: dict[str, Any], console: Console) -> None:
     )
     if r.get("twins", 1) > 1:
         console.print(
-            f"twin figures: means over {r['twins']} twins per level (seeds {r['seeds'][0]}-"
-            f"{r['seeds'][-1]}) and the range of their errors"
+            "twin figures: "
+            + precision_note(r, "per level")
+            + ("; ± the 95% interval of the mean error" if intervals else "; their range")
         )
 
 

@@ -2,7 +2,9 @@
 {"kind": "whatif-cache", "device": str, "sizes": [bytes, ...],
  "curves": {"original": [speedup, ...], "twin": [...], "uniform": [...]}}
 Each curve has one speedup (over no cache) per size; any of the three may be absent. Optional:
-"twins": N and "ranges": {"twin": {"low": [...], "high": [...]}, ...} (the range over N twins)."""
+"twins": N and "ranges": {"twin": {"low": [...], "high": [...]}, ...} (the range over N twins),
+"ci95": {"twin": [half-width, ...], ...} (each mean's 95% interval) and "precision" (how N came
+about: `whatif.precision_note`)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,12 @@ def cache_svg(
         return to_svg(fig, "cache speedup")
 
 
+def speedup_cell(speedup: float, intervals: list[float | None] | None, i: int) -> str:
+    """A mean speedup with its 95% interval's half-width, where the study gives one."""
+    ci = intervals[i] if intervals else None
+    return f"{speedup:.2f}x" + (f" ± {ci:.2f}" if ci else "")
+
+
 class WhatIfCache(WhatIfSection):
     kind = "whatif-cache"
     id = "whatif-cache"
@@ -77,14 +85,18 @@ class WhatIfCache(WhatIfSection):
             parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
             ranges = doc.get("ranges") if doc.get("twins", 1) > 1 else None
             parts.append(figure_block(cache_svg(sizes, curves, str(doc["device"]), ranges)))
+            intervals = doc.get("ci95", {}) if ranges else {}
             rows = [
-                (bytes_label(s), *(f"{curves[n][i]:.2f}x" for n in curves))
+                (bytes_label(s), *(speedup_cell(curves[n][i], intervals.get(n), i) for n in curves))
                 for i, s in enumerate(sizes)
             ]
             parts.append(table(("cache size", *curves), rows, css="compact"))
             if ranges:
-                parts.append(note(f"twin and uniform: means over {doc['twins']} realizations, "
-                                  "the band their range"))  # fmt: skip
+                from ...whatif import precision_note
+
+                interval = "; ± the 95% interval of the mean" if intervals else ""
+                parts.append(note(f"twin and uniform: {precision_note(doc, 'and uniform baselines')}"
+                                  f"{interval}; the band their range"))  # fmt: skip
             if "footprints" in doc:
                 from ...whatif.cache import (
                     footprint_caution,

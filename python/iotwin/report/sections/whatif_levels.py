@@ -2,7 +2,9 @@
 {"kind": "whatif-levels", "device": str, "original": {"mean_ms": .., "p95_ms": ..},
  "points": [{"levels": L, "mean_ms": .., "p95_ms": .., "mean_error": .., "p95_error": ..}],
  "chosen": L, "within_5pct": L | null}
-Optional: "twins": N with each point's "mean_error_range": [low, high] (over N twins)."""
+Optional: "twins": N with each point's "mean_error_range": [low, high] (over N twins), and
+"mean_error_ci95" / "p95_error_ci95" (the 95% interval's half-width of the mean error) with
+"precision" (how N came about: `whatif.precision_note`)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,12 @@ def levels_svg(
         ax.set_title(device, fontsize=9)
         ax.legend(loc="best")
         return to_svg(fig, "response time per model level")
+
+
+def with_interval(p: dict, key: str) -> str:
+    """A mean error with its 95% interval's half-width, where the study gives one."""
+    ci = p.get(f"{key}_error_ci95")
+    return pct(p[f"{key}_error"]) + (f" ± {pct(ci).lstrip('+')}" if ci is not None else "")
 
 
 class WhatIfLevels(WhatIfSection):
@@ -76,10 +84,10 @@ class WhatIfLevels(WhatIfSection):
                 (
                     str(p["levels"]) + (" (chosen)" if p["levels"] == doc["chosen"] else ""),
                     f"{p['mean_ms']:.3g} ms",
-                    pct(p["mean_error"]),
+                    with_interval(p, "mean"),
                     *([" to ".join(pct(e) for e in p["mean_error_range"])] if ranged else []),
                     f"{p['p95_ms']:.3g} ms",
-                    pct(p["p95_error"]),
+                    with_interval(p, "p95"),
                 )
                 for p in pts
             ]
@@ -95,6 +103,9 @@ class WhatIfLevels(WhatIfSection):
             )
             parts.append(Markup(f'<p class="verdict">{escape(verdict)}</p>'))
             if ranged:
-                parts.append(note(f"twin figures: means over {doc['twins']} twins per level, "
+                from ...whatif import precision_note
+
+                interval = "; ± the 95% interval of the mean error" if "precision" in doc else ""
+                parts.append(note(f"twin figures: {precision_note(doc, 'per level')}{interval}; "
                                   "the band the range of the single twins"))  # fmt: skip
         return Markup("").join(parts)
