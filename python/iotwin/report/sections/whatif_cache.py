@@ -97,18 +97,12 @@ class WhatIfCache(WhatIfSection):
                 interval = "; ± the 95% interval of the mean" if intervals else ""
                 parts.append(note(f"twin and uniform: {precision_note(doc, 'and uniform baselines')}"
                                   f"{interval}; the band their range"))  # fmt: skip
-            if "footprints" in doc:
-                from ...whatif.cache import (
-                    footprint_caution,
-                    footprint_line,
-                    reuse_caution,
-                    reuse_line,
-                )
+            from ...whatif.cache import cautions, footprint_line, reuse_line
 
+            if "footprints" in doc:
                 parts.append(note(footprint_line(doc)))
                 if "reuse" in doc:
                     parts.append(note(reuse_line(doc)))
-                for caution in (footprint_caution(doc), reuse_caution(doc)):
-                    if caution:
-                        parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
+            for caution in cautions(doc):
+                parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
         return Markup("").join(parts)
