@@ -343,6 +343,10 @@ def plot(r: dict[str, Any], path) -> None:
             span = r.get("ranges", {}).get(name)
             if span and r.get("twins", 1) > 1:
                 ax.fill_between(gib, span["low"], span["high"], color=line.get_color(), alpha=0.2)
+            halves = r.get("ci95", {}).get(name)
+            if halves and r.get("twins", 1) > 1:  # each mean's 95% interval
+                yerr = [h or 0.0 for h in halves]
+                ax.errorbar(gib, ys, yerr=yerr, fmt="none", ecolor=line.get_color(), capsize=3)
         ax.set_xlabel("SSD cache size (GiB)")
         ax.set_ylabel("storage speedup")
         ax.set_title(f"SSD cache over {r['device']}")

@@ -168,6 +168,10 @@ def plot(r: dict[str, Any], path) -> None:
             ax.plot(levels, [p[key] for p in r["points"]], marker="o", color=colour,
                     label=f"twin {label}")  # fmt: skip
             base = r["original"][key]
+            halves = [p.get(f"{label}_error_ci95") for p in r["points"]]
+            if all(h is not None for h in halves):  # each mean's 95% interval
+                ax.errorbar(levels, [p[key] for p in r["points"]], fmt="none", ecolor=colour,
+                            yerr=[base * h for h in halves], capsize=3)  # fmt: skip
             spans = [p.get(f"{label}_error_range") for p in r["points"]]
             if r.get("twins", 1) > 1 and all(spans):
                 ax.fill_between(levels, [base * (1 + lo) for lo, _ in spans],
@@ -178,7 +182,7 @@ def plot(r: dict[str, Any], path) -> None:
         ax.set_xticks(levels)
         ax.set_xlabel("model levels")
         ax.set_ylabel("response time (ms)")
-        ax.set_title(f"{Path(r['workload']).name} on {r['device']} at {r['intensity']:.3g}x")
+        ax.set_title(f"{Path(r['workload']).name} at {r['intensity']:.3g}x\non {r['device']}")
         ax.legend(fontsize="small")
 
     save_figure(draw, path)
