@@ -80,8 +80,9 @@ def study(
     dirty: float = DEFAULT_DIRTY,
 ) -> dict[str, Any]:
     """The curves of the original (when there is one), of `twins` twins (None: auto, in rounds
-    until every mean speedup is precise: `replicate`) and of as many uniform baselines, each synthesized one after the other (a twin's trace is freed
-    before the next is made); the twins' and baselines' curves are their means, with ranges."""
+    until every mean speedup is precise: `replicate`) and of as many uniform baselines, each
+    synthesized one after the other (a twin's trace is freed before the next is made); the
+    twins' and baselines' curves are their means, with ranges and confidence intervals."""
     makers = {"twin": w.twin, "uniform": w.uniform}
     if w.original is not None:
         makers = {"original": w.reference, **makers}
@@ -166,11 +167,8 @@ def by_size(runs: list[list[dict[str, Any]]]) -> list[list[float]]:
 
 def speedup_range(runs: list[list[dict[str, Any]]]) -> dict[str, list[float]]:
     """Each size's lowest and highest speedup over the realizations."""
-    at_sizes = list(zip(*runs, strict=True))
-    return {
-        "low": [min(p["speedup"] for p in at) for at in at_sizes],
-        "high": [max(p["speedup"] for p in at) for at in at_sizes],
-    }
+    at_sizes = by_size(runs)
+    return {"low": [min(v) for v in at_sizes], "high": [max(v) for v in at_sizes]}
 
 
 def mean_shares(runs: list[dict[str, float | None]]) -> dict[str, float | None]:

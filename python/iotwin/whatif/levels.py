@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ..devices import describe, resolve
 from ..errors import IotwinError
-from ..levels import MAX_LEVELS, sweep
+from ..levels import MAX_LEVELS, LevelPoint, sweep
 from ..model import Model, ShortTraceWarning
 from ..sim import Figures, at_once, placed, simulate
 from ..trace import Trace
@@ -101,7 +101,9 @@ def study(
     }
 
 
-def level_point(p: Any, runs: list[Figures], base_mean: float, base_p95: float) -> dict[str, Any]:
+def level_point(
+    p: LevelPoint, runs: list[Figures], base_mean: float, base_p95: float
+) -> dict[str, Any]:
     """One level's row: the means of its twins' figures, their errors against the original,
     the range of the single twins' errors and the confidence half-width of the mean error."""
     mean = ensemble([r.mean_ms for r in runs])
