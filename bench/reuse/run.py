@@ -70,11 +70,11 @@ def measure(name: str, path: Path, stream_by: str | None) -> dict:
     model = fit(trace)
     twin = model.synth(requests=len(trace), seed=0)
     sizes = cache_sizes(trace)
-    _, _, ra = lru(trace, sizes)
-    _, _, rb = lru(twin, sizes)
-    out: dict = {"miss_ratio_dev": [round(abs(a - b), 3) for a, b in zip(ra, rb, strict=True)]}
+    ca, cb = lru(trace, sizes), lru(twin, sizes)
+    deviations = [round(abs(a - b), 3) for a, b in zip(ca.miss_ratios, cb.miss_ratios, strict=True)]
+    out: dict = {"miss_ratio_dev": deviations}
     # distinct 4 KiB blocks touched (a request touches every block it overlaps)
-    out["footprint_blocks"] = {"original": lru(trace, [])[1], "twin": lru(twin, [])[1]}
+    out["footprint_blocks"] = {"original": ca.distinct, "twin": cb.distinct}
     po, pt = placed(trace), placed(twin)
     blocks = 25_000 if name == "pgbench.parquet" else max(1, sizes[-1] // 4)
     out["read_hit"] = {

@@ -16,7 +16,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import polars as pl
@@ -267,19 +267,28 @@ def address_space(t: Trace) -> np.ndarray:
     return np.ascontiguousarray(key.to_numpy(), dtype=np.uint64)
 
 
-Curve = tuple[int, int, list[float], tuple[int, int, int, int]]
+class Curve(NamedTuple):
+    """One pass over a trace's 4 KiB block accesses (`_core.lru_miss_ratios`)."""
+
+    accesses: int
+    distinct: int  # the footprint in blocks
+    miss_ratios: list[float]  # LRU, at each asked size in blocks
+    # (read block accesses, of them to blocks accessed before, write block accesses, of them
+    # again)
+    by_op: tuple[int, int, int, int]
 
 
 def lru(t: Trace, cache_blocks: list[int]) -> Curve:
-    """(block accesses, distinct blocks, LRU miss ratio at each size in blocks, (read block
-    accesses, of them to blocks accessed before, write block accesses, of them again))."""
-    return _core.lru_miss_ratios(
-        address_space(t),
-        t.numpy("offset", np.uint64),
-        t.numpy("size", np.uint32),
-        t.numpy("op", np.uint8),
-        BLOCK,
-        cache_blocks,
+    """The trace's block accesses, footprint, LRU miss ratios and re-use by operation."""
+    return Curve(
+        *_core.lru_miss_ratios(
+            address_space(t),
+            t.numpy("offset", np.uint64),
+            t.numpy("size", np.uint32),
+            t.numpy("op", np.uint8),
+            BLOCK,
+            cache_blocks,
+        )
     )
 
 
@@ -294,7 +303,7 @@ def lru_each(traces: list[Trace], cache_blocks: list[int]) -> list[Curve]:
 
 def cache_sizes(original: Trace) -> list[int]:
     """Cache sizes in 4 KiB blocks: the listed fractions of the original's footprint."""
-    _, footprint, _, _ = lru(original, [])  # the footprint alone: no stack distances
+    footprint = lru(original, []).distinct  # the footprint alone: no stack distances
     return [max(1, math.ceil(f * footprint)) for f in CACHE_FRACTIONS]
 
 
@@ -310,7 +319,7 @@ def cache_metrics(
     ca, cb = lru_each([a, b], sizes)
     out = [
         Metric(f"miss_ratio@{f:.0%}", "miss_ratio", x, y, "absolute", miss_tolerance)
-        for f, x, y in zip(CACHE_FRACTIONS, ca[2], cb[2], strict=True)
+        for f, x, y in zip(CACHE_FRACTIONS, ca.miss_ratios, cb.miss_ratios, strict=True)
     ]
     ua, ub = reuse_shares(ca), reuse_shares(cb)
     for op in ("read", "write"):
@@ -321,7 +330,7 @@ def cache_metrics(
 def reuse_shares(curve: Curve) -> dict[str, float | None]:
     """Of a pass's read and of its write block accesses, the shares to a block accessed
     before (None where the trace has no such operation)."""
-    reads, reread, writes, rewritten = curve[3]
+    reads, reread, writes, rewritten = curve.by_op
     return {
         "read": reread / reads if reads else None,
         "write": rewritten / writes if writes else None,

@@ -54,8 +54,7 @@ pub fn miss_ratios(
         // work per block)
         let (pos_before, distinct_before) = (pos, latest.distinct);
         for b in blocks_of(offset[i], size[i], block) {
-            let prev = latest.insert(space[i], b, pos);
-            let slot = match prev {
+            let slot = match latest.insert(space[i], b, pos) {
                 Some(prev) if cap > 0 => {
                     // marks strictly after prev: distinct blocks touched since
                     let d = marks.after(prev);

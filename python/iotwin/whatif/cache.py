@@ -30,7 +30,7 @@ def data_touched(trace: Trace) -> tuple[int, dict[str, float | None]]:
     block accessed before (validate's `read_reuse` and `write_reuse`), in one pass: what a
     cache of the whole footprint serves, by operation."""
     curve = lru(trace, [])
-    return curve[1] * BLOCK, reuse_shares(curve)
+    return curve.distinct * BLOCK, reuse_shares(curve)
 
 
 def auto_sizes(fp: int) -> list[int]:

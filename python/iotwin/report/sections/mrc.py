@@ -25,10 +25,9 @@ def cache_blocks(footprint_blocks: int, points: int = POINTS) -> list[int]:
 def curves(series: list[tuple[str, Trace]]) -> tuple[list[int], dict[str, list[float]]]:
     from ...validate import lru, lru_each
 
-    _, footprint, _, _ = lru(series[0][1], [])
-    sizes = cache_blocks(footprint)
+    sizes = cache_blocks(lru(series[0][1], []).distinct)
     each = lru_each([trace for _, trace in series], sizes)
-    return sizes, {name: list(r[2]) for (name, _), r in zip(series, each, strict=True)}
+    return sizes, {name: list(r.miss_ratios) for (name, _), r in zip(series, each, strict=True)}
 
 
 def mrc_svg(sizes: list[int], ratios: dict[str, list[float]]) -> str:
