@@ -69,10 +69,14 @@ WHATIF = {
                 "mean_ms": m,
                 "p95_ms": 2.5 * m,
                 "utilisation": min(s / 4.2, 1.0),
+                "ci95": {"completed_iops": s, "mean_ms": m / 20, "p95_ms": m / 10},
             }
             for s, m in ((1, 4.0), (2, 5.5), (4, 11.0), (8, 240.0))
         ],
         "saturation_scale": 4.2,
+        "twins": 6,
+        "seeds": [0, 1, 2, 3, 4, 5],
+        "precision": {"target": 0.02, "reached": False, "fixed": False},
     },
     "whatif-defrag": {
         "kind": "whatif-defrag",
@@ -245,6 +249,8 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
     for cell in ("3.12x", "1.75x", "16 GiB", "4.2x the workload", "<b>2.50x</b>", "75.0 %", "420"):
         assert cell in html, cell
     assert "3.00x ± 0.07" in html and "1.75x</td>" in html  # the uniform curve has no interval
+    assert ">200 ± 2</td>" in html and ">5.5 ± 0.275</td>" in html  # a model's twins' means
+    assert "means over 6 twins of the model (seeds 0-5), the most allowed" in html
     assert (
         "means over 3 twins and uniform baselines (seeds 0-2): twins were added until each "
         "mean&#39;s 95% interval was within 2%; ± the 95% interval of the mean; the band their "

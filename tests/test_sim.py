@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from statistics import fmean
 
 import numpy as np
 import polars as pl
@@ -16,10 +17,12 @@ from typer.testing import CliRunner
 from iotwin.cli import app
 from iotwin.devices import PRESETS, resolve
 from iotwin.errors import IotwinError
+from iotwin.formats import ReadOptions
 from iotwin.ingest import load_trace
-from iotwin.sim import simulate, simulate_many, speedup
+from iotwin.model import fit
+from iotwin.sim import placed, simulate, simulate_many, speedup
 from iotwin.trace import Trace, TraceMeta
-from iotwin.whatif import Workload, defrag, intensity
+from iotwin.whatif import Workload, defrag, half_width, intensity
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "pgbench.parquet"
@@ -144,6 +147,60 @@ def test_intensity_sweep_finds_saturation(traces: Path) -> None:
     # response time grows with load
     means = [p["mean_ms"] for p in pts]
     assert means == sorted(means)
+
+
+def test_intensity_of_a_model_is_the_mean_of_its_twins(traces: Path) -> None:
+    """A model's sweep (msr_hm0's 1,000 requests: one twin's mean response moves ~20% with
+    the seed) is the mean of its twins' sweeps, each figure with its 95% interval; recomputed
+    here twin by twin, 1x (not asked for) included for the busy-time estimate."""
+    model = fit(load_trace(traces / "msr_hm0_excerpt.csv"))
+    r = intensity.study(Workload("msr", None, model), [2, 0.5], "hdd-7200", seed=4, twins=3)
+    assert (r["of"], r["twins"], r["seeds"]) == ("twin", 3, [4, 5, 6])
+    assert r["precision"] == {"target": 0.02, "reached": True, "fixed": True}
+    twins = [placed(model.synth(seed=s)) for s in (4, 5, 6)]
+    runs = {x: [simulate(t, "hdd-7200", x, 4) for t in twins] for x in (0.5, 1.0, 2.0)}
+    assert [p["scale"] for p in r["points"]] == [0.5, 2]
+    for p in r["points"]:
+        at = runs[p["scale"]]
+        for key in ("completed_iops", "mean_ms", "p95_ms"):
+            values = [getattr(x, key) if key != "p95_ms" else x.percentile_ms(95) for x in at]
+            assert p[key] == pytest.approx(fmean(values), rel=1e-12)
+            assert p["ci95"][key] == pytest.approx(half_width(values), rel=1e-9)
+        assert p["keeps_up"] and p["kept_up_share"] == 1.0  # 1,000 requests: 8 IOPS at 1x
+        assert 0 < p["ci95"]["mean_ms"] < p["mean_ms"]  # the twins differ
+    assert r["estimated_saturation_scale"] == pytest.approx(
+        fmean(x.arrival_span_ns / x.busy_ns for x in runs[1.0])
+    )
+    assert r["saturation_scale"] is None
+
+
+def test_intensity_of_a_model_adds_twins_until_precise(traces: Path) -> None:
+    """--twins auto: TPC-C's 16-device model (7,000 requests) at the auto-chosen scale gets
+    twins in rounds until every mean of a scale that keeps up is known within 2%."""
+    trace = load_trace(traces / "tpcc_small.disksim", opts=ReadOptions(stream_by="device"))
+    model = fit(trace)
+    # 0.0016x: where the original keeps the disk at most 70% busy (`whatif cache`'s auto)
+    r = intensity.study(Workload("tpcc", None, model), [0.0016], "hdd-7200")
+    assert r["precision"]["reached"] and not r["precision"]["fixed"]
+    assert r["twins"] in (3, 6, 12, 24, 48, 96, 192)
+    (p,) = r["points"]
+    assert p["keeps_up"]
+    for key in ("completed_iops", "mean_ms", "p95_ms"):
+        assert p["ci95"][key] <= 0.02 * p[key]
+
+
+def test_intensity_cli_counts_twins(tmp_path: Path, traces: Path) -> None:
+    model = tmp_path / "msr.json"
+    fit(load_trace(traces / "msr_hm0_excerpt.csv")).save(model)
+    res = runner.invoke(
+        app, ["whatif", "intensity", str(model), "--scales", "1", "--twins", "2", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["twins"] == 2 and doc["precision"]["fixed"]
+    bad = runner.invoke(app, ["whatif", "intensity", str(model), "--twins", "0"])
+    assert isinstance(bad.exception, IotwinError)
+    assert "--twins '0': expected 1 or more" in str(bad.exception)
 
 
 def test_defrag_on_captured_pgbench() -> None:

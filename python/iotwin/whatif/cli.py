@@ -284,6 +284,7 @@ def intensity_cmd(
     ] = "4,2,1,0.5,0.25,0.125",
     device: DeviceOpt = "hdd-7200",
     seed: SeedOpt = 0,
+    twins: TwinsOpt = "auto",
     json_out: JsonOpt = False,
     out: OutOpt = None,
     plot: PlotOpt = None,
@@ -292,18 +293,20 @@ def intensity_cmd(
     skip_bad: SkipBadOpt = False,
     opt: ReaderOpt = None,
 ) -> None:
-    """Throughput and response time against intensity, naming the saturation point."""
+    """Throughput and response time against intensity, naming the saturation point. A trace
+    is swept as it is; a model, as the means of its twins (--twins)."""
     from ..figures import check_plot_path
     from . import intensity, load_workload, parse_list
 
     check_plot_path(plot)
     values = parse_list(scales, "--scales", _scale)
+    count = parse_twins(twins)
     with err_console.status("preparing ..."):
         w = load_workload(
             workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt)
         )
     with _progress() as bar:
-        r = intensity.study(w, values, device, seed, bar)
+        r = intensity.study(w, values, device, seed, bar, count)
     emit(r, json_out, out, intensity.render)
     if plot is not None:
         intensity.plot(r, plot)

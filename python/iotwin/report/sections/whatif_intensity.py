@@ -1,7 +1,9 @@
 """What-if: intensity sweep to saturation (seed 000, Figure 3). Expected JSON
 (docs/report.md): {"kind": "whatif-intensity", "device": str, "points": [{"scale": x,
 "offered_iops": .., "completed_iops": .., "mean_ms": .., "p95_ms": .., "utilisation": ..},
-...], "saturation_scale": x or null}."""
+...], "saturation_scale": x or null}. Optional, for a model's twins: "twins": N and
+"precision" (`whatif.precision_note`), each point's "ci95": {"completed_iops": h,
+"mean_ms": h, "p95_ms": h} (95% half-widths of the means) and "kept_up_share"."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from markupsafe import Markup, escape
 from ...errors import IotwinError
 from ..figures import COLORS, figure, to_svg
 from ..inputs import Bundle, Input
-from .base import figure_block, fmt, table
+from .base import figure_block, fmt, note, table
 from .whatif import WhatIfSection, need, numbers
 
 POINT_FIELDS = ("scale", "offered_iops", "completed_iops", "mean_ms", "p95_ms", "utilisation")
@@ -91,8 +93,9 @@ class WhatIfIntensity(WhatIfSection):
             parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
             parts.append(figure_block(intensity_svg(points, sat, str(doc["device"]))))
             rows = [
-                (f"{p['scale']:g}x", fmt(p["offered_iops"], ",.0f"), fmt(p["completed_iops"], ",.0f"),
-                 fmt(p["mean_ms"], ".3g"), fmt(p["p95_ms"], ".3g"), f"{p['utilisation']:.0%}")
+                (f"{p['scale']:g}x", fmt(p["offered_iops"], ",.0f"),
+                 with_ci(p, "completed_iops", ",.0f"), with_ci(p, "mean_ms", ".3g"),
+                 with_ci(p, "p95_ms", ".3g"), f"{p['utilisation']:.0%}")
                 for p in points
             ]  # fmt: skip
             headers = (
@@ -112,4 +115,14 @@ class WhatIfIntensity(WhatIfSection):
             parts.append(
                 Markup(f'<p class="note">{escape(str(doc["device"]))} {escape(verdict)}.</p>')
             )
+            if doc.get("twins", 1) > 1:
+                from ...whatif import precision_note
+
+                parts.append(note(f"{precision_note(doc, 'of the model')}; ± the 95% interval"))
         return Markup("").join(parts)
+
+
+def with_ci(p: dict[str, Any], key: str, spec: str) -> str:
+    """A point's figure, with ± its 95% half-width where the twins give one."""
+    h = (p.get("ci95") or {}).get(key)
+    return fmt(p[key], spec) + ("" if h is None else f" ± {fmt(h, spec)}")
