@@ -149,6 +149,23 @@ def test_intensity_sweep_finds_saturation(traces: Path) -> None:
     assert means == sorted(means)
 
 
+def test_auto_scales_bracket_the_knee(traces: Path) -> None:
+    """--scales auto sweeps 1/8 to 4 times the busy-time estimate of saturation, so the
+    sweep holds both sides of the knee: cloudPhysics keeps up at the lowest and saturates at
+    the highest (a fixed 0.125x-4x misses it: cloudPhysics keeps up at all of those)."""
+    trace = load_trace(traces / "cloudPhysicsIO.vscsi")
+    r = intensity.study(Workload("cloudPhysics", trace), None, "hdd-7200")
+    estimate = r["scales_around"]
+    assert estimate == pytest.approx(r["estimated_saturation_scale"])
+    assert 10 < estimate < 20  # 15.6x: its 1x run keeps the disk 6% busy
+    scales = [p["scale"] for p in r["points"]]
+    assert scales == [float(f"{estimate * f:.3g}") for f in (0.125, 0.25, 0.5, 1, 2, 4)]
+    assert r["points"][0]["keeps_up"] and not r["points"][-1]["keeps_up"]
+    assert scales[0] < r["saturation_scale"] <= scales[-1]
+    fixed = intensity.study(Workload("cloudPhysics", trace), [0.125, 4], "hdd-7200")
+    assert fixed["saturation_scale"] is None and fixed["scales_around"] is None
+
+
 def test_intensity_of_a_model_is_the_mean_of_its_twins(traces: Path) -> None:
     """A model's sweep (msr_hm0's 1,000 requests: one twin's mean response moves ~20% with
     the seed) is the mean of its twins' sweeps, each figure with its 95% interval; recomputed

@@ -280,8 +280,13 @@ def cache_cmd(
 def intensity_cmd(
     workload: WorkloadArg,
     scales: Annotated[
-        str, typer.Option("--scales", help="Intensities to try (rate multipliers).")
-    ] = "4,2,1,0.5,0.25,0.125",
+        str,
+        typer.Option(
+            "--scales",
+            help="Intensities to try (rate multipliers), e.g. 4,2,1,0.5; 'auto': 1/8, 1/4, "
+            "1/2, 1, 2 and 4 times the busy-time estimate of saturation.",
+        ),
+    ] = "auto",
     device: DeviceOpt = "hdd-7200",
     seed: SeedOpt = 0,
     twins: TwinsOpt = "auto",
@@ -299,7 +304,7 @@ def intensity_cmd(
     from . import intensity, load_workload, parse_list
 
     check_plot_path(plot)
-    values = parse_list(scales, "--scales", _scale)
+    values = None if scales == "auto" else parse_list(scales, "--scales", _scale)
     count = parse_twins(twins)
     with err_console.status("preparing ..."):
         w = load_workload(

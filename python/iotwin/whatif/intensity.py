@@ -18,16 +18,20 @@ from rich.progress import Progress
 from rich.table import Table
 
 from ..devices import describe, resolve
-from ..sim import Figures, simulate_many
+from ..sim import Figures, SimResult, simulate, simulate_many
 from ..trace import Trace
 from . import PRECISION, Workload, half_width, precision_note, replicate
 
 KEEPS_UP = 0.95
+# --scales auto: these multiples of the busy-time estimate of saturation, so the sweep shows
+# the knee (a fixed 0.125x-4x missed it on the pgbench sample, saturated from 0.125x)
+AROUND_ESTIMATE = (0.125, 0.25, 0.5, 1, 2, 4)
+FIXED_SCALES = (0.125, 0.25, 0.5, 1, 2, 4)  # where the estimate is unknown (no busy time)
 
 
 def study(
     w: Workload,
-    scales: list[float],
+    scales: list[float] | None,
     device: str,
     seed: int = 0,
     progress: Progress | None = None,
@@ -36,8 +40,13 @@ def study(
     """The sweep of the original trace, or of a model's twins: one realization tells little
     on a short model (msr_hm0's 1,000 requests: a twin's mean response moves ~20% with the
     seed), so a model's figures are means over `twins` twins (None: auto, in rounds until
-    every figure that keeps up is precise, as the other studies do: `replicate`)."""
+    every figure that keeps up is precise, as the other studies do: `replicate`). `scales`
+    None: around the busy-time estimate of the original (or of the first twin)."""
     spec = resolve(device)
+    around = None
+    if scales is None:
+        around = busy_estimate(simulate(w.reference(seed), spec, 1.0, seed))
+        scales = auto_scales(around)
     ordered = sorted(scales)
     # 1x is always run: the busy-time estimate of saturation comes from it
     simulated = sorted({*ordered, 1.0})
@@ -77,6 +86,7 @@ def study(
         "points": points,
         "saturation_scale": min(saturated) if saturated else None,
         "estimated_saturation_scale": None,
+        "scales_around": around,
     }
     if all(e is not None for e in estimates):
         result["estimated_saturation_scale"] = fmean(e for e in estimates if e is not None)
@@ -87,7 +97,14 @@ def study(
     return result
 
 
-def busy_estimate(r: Figures) -> float | None:
+def auto_scales(estimate: float | None) -> list[float]:
+    """AROUND_ESTIMATE times the estimate, to 3 significant digits (FIXED_SCALES without one)."""
+    if estimate is None:
+        return list(FIXED_SCALES)
+    return sorted({float(f"{estimate * f:.3g}") for f in AROUND_ESTIMATE})
+
+
+def busy_estimate(r: Figures | SimResult) -> float | None:
     """Where the device saturates by its busy time at 1x: span(1) / busy(1)."""
     return r.arrival_span_ns / (r.busy_ns / r.servers) if r.busy_ns else None
 
