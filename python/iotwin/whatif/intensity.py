@@ -44,8 +44,10 @@ def study(
     None: around the busy-time estimate of the original (or of the first twin)."""
     spec = resolve(device)
     around = None
+    made: dict[int, Trace] = {}  # the realization the auto scales came from, to reuse once
     if scales is None:
-        around = busy_estimate(simulate(w.reference(seed), spec, 1.0, seed))
+        made[seed] = w.reference(seed)
+        around = busy_estimate(simulate(made[seed], spec, 1.0, seed))
         scales = auto_scales(around)
     ordered = sorted(scales)
     # 1x is always run: the busy-time estimate of saturation comes from it
@@ -63,14 +65,14 @@ def study(
             runs.append(dict(zip(simulated, results, strict=True)))
 
     if w.original is not None:
-        realize([w.reference(seed)], 1)
+        realize([made.pop(seed, None) or w.reference(seed)], 1)
         seeds, reached, fixed = [], True, True
     else:
         seeds, reached = replicate(
             twins,
             w.requests,
             seed,
-            lambda fresh: realize((w.twin(s) for s in fresh), len(fresh)),
+            lambda fresh: realize((made.pop(s, None) or w.twin(s) for s in fresh), len(fresh)),
             lambda: samples(runs, ordered),
         )
         fixed = twins is not None
