@@ -173,6 +173,8 @@ def render(r: dict[str, Any], console: Console) -> None:
     est = r["estimated_saturation_scale"]
     first = f"saturates from {sat:g}x" if sat is not None else "keeps up at every intensity tried"
     console.print(f"{first}; busy-time estimate of saturation: {est:.3g}x" if est else first)
+    if r.get("scales_around"):
+        console.print(f"(--scales auto: 1/8 to 4 times {r['scales_around']:.3g}x, the estimate)")
     if "twins" in r:
         console.print(
             precision_note(r, "of the model's length")
