@@ -4,7 +4,8 @@
 The saturation point is the lowest tried intensity at which the device no longer keeps up:
 completed IOPS below 95% of offered IOPS (in an open loop the queue then grows for the whole
 run). Beside it, the estimate from busy time: at intensity x the device is busy
-x * busy(1) / span(1) of the time, so it saturates near span(1) / busy(1).
+x * busy(1) / span(1) of the time, so it saturates near span(1) / busy(1). The automatic
+sweep is set around that estimate; a model's sweep is the mean of its twins'.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ KEEPS_UP = 0.95
 # --scales auto: these multiples of the busy-time estimate of saturation, so the sweep shows
 # the knee (a fixed 0.125x-4x missed it on the pgbench sample, saturated from 0.125x)
 AROUND_ESTIMATE = (0.125, 0.25, 0.5, 1, 2, 4)
-FIXED_SCALES = (0.125, 0.25, 0.5, 1, 2, 4)  # where the estimate is unknown (no busy time)
 
 
 def study(
@@ -100,10 +100,10 @@ def study(
 
 
 def auto_scales(estimate: float | None) -> list[float]:
-    """AROUND_ESTIMATE times the estimate, to 3 significant digits (FIXED_SCALES without one)."""
-    if estimate is None:
-        return list(FIXED_SCALES)
-    return sorted({float(f"{estimate * f:.3g}") for f in AROUND_ESTIMATE})
+    """AROUND_ESTIMATE times the estimate, to 3 significant digits (around 1x without one: a
+    workload that never keeps the device busy)."""
+    around = 1.0 if estimate is None else estimate
+    return sorted({float(f"{around * f:.3g}") for f in AROUND_ESTIMATE})
 
 
 def busy_estimate(r: Figures | SimResult) -> float | None:
