@@ -162,7 +162,7 @@ def test_auto_scales_bracket_the_knee(traces: Path) -> None:
     assert scales == [float(f"{estimate * f:.3g}") for f in (0.125, 0.25, 0.5, 1, 2, 4)]
     assert r["points"][0]["keeps_up"] and not r["points"][-1]["keeps_up"]
     assert scales[0] < r["saturation_scale"] <= scales[-1]
-    assert intensity.auto_scales(0.107) == [0.0134, 0.0268, 0.0535, 0.107, 0.214, 0.428]
+    assert intensity.auto_scales(1 / 3) == [0.0417, 0.0833, 0.167, 0.333, 0.667, 1.33]
     assert intensity.auto_scales(None) == [0.125, 0.25, 0.5, 1, 2, 4]  # never busy: around 1x
     fixed = intensity.study(Workload("cloudPhysics", trace), [0.125, 4], "hdd-7200")
     assert fixed["saturation_scale"] is None and fixed["scales_around"] is None
