@@ -269,6 +269,9 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
         ("whatif-cache", lambda d: d["ranges"]["twin"]["low"].pop(), "field 'ranges.twin.low': 3 values, expected 4"),
         ("whatif-cache", lambda d: d["ranges"]["twin"].pop("high"), "field 'ranges.twin.high': missing"),
         ("whatif-intensity", lambda d: d["points"][1].pop("p95_ms"), "field 'points[1].p95_ms': missing"),
+        ("whatif-intensity", lambda d: d["points"][2].update(ci95=[1, 2]), "field 'points[2].ci95': expected an object"),
+        ("whatif-intensity", lambda d: d.update(twins="six"), "field 'twins': expected a list of numbers"),
+        ("whatif-intensity", lambda d: d["points"][0]["ci95"].update(mean_ms="wide"), "field 'points[0].ci95': expected a list of numbers"),
         ("whatif-defrag", lambda d: d["after"].update(mean_ms="fast"), "field 'after': expected a list of numbers"),
     ],
 )  # fmt: skip

@@ -167,7 +167,7 @@ def precision_note(r: dict[str, Any], what: str) -> str:
     if seeds:
         text += f" (seeds {seeds[0]}-{seeds[-1]})" if n > 1 else f" (seed {seeds[0]})"
     p = r.get("precision")
-    if p is None or p.get("fixed"):
+    if not isinstance(p, dict) or p.get("fixed"):
         return text
     target = f"{p['target']:.0%}"
     if p["reached"]:

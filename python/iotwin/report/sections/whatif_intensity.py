@@ -81,8 +81,14 @@ class WhatIfIntensity(WhatIfSection):
             need(p, path, f"points[{i}]", POINT_FIELDS)
             present = [p[k] for k in POINT_FIELDS if not (k in NULLABLE and p[k] is None)]
             numbers(present, path, f"points[{i}]")
+            if p.get("ci95") is not None:  # a model's twins: each mean's 95% half-width
+                need(p["ci95"], path, f"points[{i}].ci95", ())
+                halves = [h for h in p["ci95"].values() if h is not None]
+                numbers(halves, path, f"points[{i}].ci95")
         if doc["saturation_scale"] is not None:
             numbers([doc["saturation_scale"]], path, "saturation_scale")
+        if "twins" in doc:
+            numbers([doc["twins"]], path, "twins")
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []
