@@ -21,7 +21,7 @@ from rich.table import Table
 from ..devices import describe, resolve
 from ..sim import Figures, SimResult, simulate, simulate_many
 from ..trace import Trace
-from . import PRECISION, Workload, half_width, precision_note, replicate
+from . import PRECISION, Workload, ensemble, precision_note, replicate
 
 KEEPS_UP = 0.95
 # --scales auto: these multiples of the busy-time estimate of saturation, so the sweep shows
@@ -128,28 +128,28 @@ def samples(runs: list[dict[float, Figures]], scales: list[float]) -> list[list[
     return out
 
 
+# The figures a model's sweep gives with their 95% intervals.
+WITH_INTERVALS = ("completed_iops", "mean_ms", "p95_ms")
+
+
 def point(scale: float, at: list[Figures]) -> dict[str, Any]:
     """One intensity's row: means over the realizations (the original's own figures when it
     is the only one), the share that kept up and, for several, each mean's 95% half-width.
     The row keeps up when the mean completed IOPS do."""
+    figures = {key: ensemble([getattr(r, key) for r in at]) for key in WITH_INTERVALS}
     timed = all(r.arrival_span_ns for r in at)
     offered = fmean(r.offered_iops for r in at) if timed else None
-    completed = fmean(r.completed_iops for r in at)
+    completed = figures["completed_iops"]["mean"]
     p: dict[str, Any] = {
         "scale": scale,
         "offered_iops": offered,
-        "completed_iops": completed,
-        "mean_ms": fmean(r.mean_ms for r in at),
-        "p95_ms": fmean(r.p95_ms for r in at),
+        **{key: e["mean"] for key, e in figures.items()},
         "utilisation": fmean(r.utilisation for r in at),
         "keeps_up": offered is None or completed >= KEEPS_UP * offered,
     }
     if len(at) > 1:
         p["kept_up_share"] = sum(keeps_up(r) for r in at) / len(at)
-        p["ci95"] = {
-            key: half_width([getattr(r, key) for r in at])
-            for key in ("completed_iops", "mean_ms", "p95_ms")
-        }
+        p["ci95"] = {key: e["ci95"] for key, e in figures.items()}
     return p
 
 
@@ -163,7 +163,7 @@ def render(r: dict[str, Any], console: Console) -> None:
         offered = "-" if p["offered_iops"] is None else f"{p['offered_iops']:,.1f}"
         flag = "" if p["keeps_up"] else "[red]sat.[/red]"
         row = [f"{p['scale']:g}x", offered]
-        row += [with_ci(p, key, fmt) for key, fmt in FIGURES]
+        row += [with_ci(p, key) for key in WITH_INTERVALS]
         row.append(f"{p['utilisation']:.0%}")
         if many:
             row.append(f"{p['kept_up_share']:.0%}")
@@ -182,13 +182,10 @@ def render(r: dict[str, Any], console: Console) -> None:
         )
 
 
-FIGURES = (("completed_iops", ",.1f"), ("mean_ms", ",.1f"), ("p95_ms", ",.1f"))
-
-
-def with_ci(p: dict[str, Any], key: str, fmt: str) -> str:
+def with_ci(p: dict[str, Any], key: str) -> str:
     """A point's mean, with ± its 95% half-width where it has one."""
     h = p.get("ci95", {}).get(key)
-    return f"{p[key]:{fmt}}" + (f" ±{h:{fmt}}" if h is not None else "")
+    return f"{p[key]:,.1f}" + (f" ±{h:,.1f}" if h is not None else "")
 
 
 def plot(r: dict[str, Any], path) -> None:
