@@ -261,10 +261,33 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
     assert set(WHATIF_SECTIONS) == {*WHATIF, "sim", "whatif-levels", "whatif-stress"}
 
 
+# a levels study of 2 levels over 5 twins, for the bad-input cases (the rendered section comes
+# from a real study in test_levels_and_stress_sections_from_real_runs)
+LEVELS = {
+    "kind": "whatif-levels",
+    "device": "hdd-7200",
+    "original": {"mean_ms": 10.0, "p95_ms": 30.0},
+    "points": [
+        {"levels": lv, "mean_ms": m, "p95_ms": 3 * m, "mean_error": m / 10 - 1,
+         "p95_error": m / 10 - 1, "mean_error_range": [m / 10 - 1.05, m / 10 - 0.95],
+         "mean_error_ci95": 0.02, "p95_error_ci95": 0.03}
+        for lv, m in ((1, 9.0), (2, 10.2))
+    ],
+    "chosen": 2,
+    "within_5pct": 2,
+    "twins": 5,
+}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("kind", "damage", "message"),
     [
         ("whatif-cache", lambda d: d["curves"]["twin"].pop(), "field 'curves.twin': 3 values, expected 4"),
+        ("whatif-cache", lambda d: d.update(twins="3"), "field 'twins': expected a list of numbers"),
+        ("whatif-cache", lambda d: d["ci95"]["twin"].pop(), "field 'ci95.twin': 3 values, expected 4"),
+        ("whatif-cache", lambda d: d.update(ci95=[0.1]), "field 'ci95': expected an object"),
+        ("whatif-levels", lambda d: d.update(twins=None), "field 'twins': expected a list of numbers"),
+        ("whatif-levels", lambda d: d["points"][1].update(p95_error_ci95="2%"), "field 'points[1]': expected a list of numbers"),
         ("whatif-cache", lambda d: d.pop("sizes"), "field 'sizes': missing"),
         ("whatif-cache", lambda d: d["ranges"]["twin"]["low"].pop(), "field 'ranges.twin.low': 3 values, expected 4"),
         ("whatif-cache", lambda d: d["ranges"]["twin"].pop("high"), "field 'ranges.twin.high': missing"),
@@ -278,13 +301,22 @@ def test_whatif_sections_from_documented_shapes(whatif_dir: Path, tmp_path: Path
 def test_bad_whatif_json_names_file_and_field(
     kind: str, damage, message: str, tmp_path: Path
 ) -> None:
-    doc = copy.deepcopy(WHATIF[kind])
+    doc = copy.deepcopy({**WHATIF, "whatif-levels": LEVELS}[kind])
     damage(doc)
     path = tmp_path / f"{kind}.json"
     path.write_text(json.dumps(doc))
     with pytest.raises(IotwinError, match=re.escape(f"{path}: {message}")):
         build_report([path], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_undamaged_levels_document_renders(tmp_path: Path) -> None:
+    path = tmp_path / "levels.json"
+    path.write_text(json.dumps(LEVELS))
+    build_report([path], tmp_path / "r.html")
+    text = " ".join(re.sub("<[^>]+>", " ", (tmp_path / "r.html").read_text()).split())
+    assert "means over 5 twins per level" in text
+    assert "2 (chosen) 10.2 ms 2.0 % ± 2.0 % -3.0 % to 7.0 % 30.6 ms 2.0 % ± 3.0 %" in text
 
 
 def test_cli_errors_are_one_clear_line(inputs: Path, tmp_path: Path) -> None:

@@ -75,6 +75,12 @@ class WhatIfCache(WhatIfSection):
             need(span, path, f"ranges.{name}", ("low", "high"))
             for end in ("low", "high"):
                 numbers(span[end], path, f"ranges.{name}.{end}", len(sizes))
+        if "twins" in doc:
+            numbers([doc["twins"]], path, "twins")
+        if "ci95" in doc:  # each mean's 95% half-width, per curve and size
+            need(doc["ci95"], path, "ci95", ())
+            for name, halves in doc["ci95"].items():
+                numbers(halves, path, f"ci95.{name}", len(sizes))
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []

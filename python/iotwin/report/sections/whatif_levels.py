@@ -64,6 +64,10 @@ class WhatIfLevels(WhatIfSection):
             numbers([p[k] for k in POINT_FIELDS], path, f"points[{i}]")
             if "mean_error_range" in p:
                 numbers(p["mean_error_range"], path, f"points[{i}].mean_error_range", 2)
+            halves = [p[k] for k in ("mean_error_ci95", "p95_error_ci95") if p.get(k) is not None]
+            numbers(halves, path, f"points[{i}]")
+        if "twins" in doc:
+            numbers([doc["twins"]], path, "twins")
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []
