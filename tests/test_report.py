@@ -285,6 +285,7 @@ LEVELS = {
         ("whatif-cache", lambda d: d["curves"]["twin"].pop(), "field 'curves.twin': 3 values, expected 4"),
         ("whatif-cache", lambda d: d.update(twins="3"), "field 'twins': expected a list of numbers"),
         ("whatif-cache", lambda d: d["ci95"]["twin"].pop(), "field 'ci95.twin': 3 values, expected 4"),
+        ("whatif-cache", lambda d: d["ci95"]["twin"].__setitem__(1, "5%"), "field 'ci95.twin': expected a list of numbers"),
         ("whatif-cache", lambda d: d.update(ci95=[0.1]), "field 'ci95': expected an object"),
         ("whatif-levels", lambda d: d.update(twins=None), "field 'twins': expected a list of numbers"),
         ("whatif-levels", lambda d: d["points"][1].update(p95_error_ci95="2%"), "field 'points[1]': expected a list of numbers"),
@@ -308,6 +309,15 @@ def test_bad_whatif_json_names_file_and_field(
     with pytest.raises(IotwinError, match=re.escape(f"{path}: {message}")):
         build_report([path], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_one_twin_cache_study_has_no_intervals_and_renders(tmp_path: Path) -> None:
+    doc = copy.deepcopy(WHATIF["whatif-cache"])
+    doc.update(twins=1, seeds=[0], ci95={"twin": [None] * 4}, precision=None)
+    path = tmp_path / "cache.json"
+    path.write_text(json.dumps(doc))
+    build_report([path], tmp_path / "r.html")
+    assert "±" not in (tmp_path / "r.html").read_text()
 
 
 def test_the_undamaged_levels_document_renders(tmp_path: Path) -> None:

@@ -77,10 +77,15 @@ class WhatIfCache(WhatIfSection):
                 numbers(span[end], path, f"ranges.{name}.{end}", len(sizes))
         if "twins" in doc:
             numbers([doc["twins"]], path, "twins")
-        if "ci95" in doc:  # each mean's 95% half-width, per curve and size
+        if "ci95" in doc:  # each mean's 95% half-width, per curve and size (null: one twin)
             need(doc["ci95"], path, "ci95", ())
             for name, halves in doc["ci95"].items():
-                numbers(halves, path, f"ci95.{name}", len(sizes))
+                present = [h for h in halves if h is not None] if isinstance(halves, list) else None
+                numbers(present, path, f"ci95.{name}")
+                if len(halves) != len(sizes):
+                    raise IotwinError(
+                        f"{path}: field 'ci95.{name}': {len(halves)} values, expected {len(sizes)}"
+                    )
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []
