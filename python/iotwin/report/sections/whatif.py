@@ -25,9 +25,20 @@ def numbers(values: Any, path: str, field: str, length: int | None = None) -> li
         isinstance(v, int | float) and not isinstance(v, bool) for v in values
     ):
         raise IotwinError(f"{path}: field '{field}': expected a list of numbers")
+    expect_length(values, path, field, length)
+    return [float(v) for v in values]
+
+
+def expect_length(values: list, path: str, field: str, length: int | None) -> None:
     if length is not None and len(values) != length:
         raise IotwinError(f"{path}: field '{field}': {len(values)} values, expected {length}")
-    return [float(v) for v in values]
+
+
+def half_widths(values: Any, path: str, field: str, length: int | None = None) -> None:
+    """Check 95% half-widths: numbers, or null where a figure has none (a single twin)."""
+    present = [v for v in values if v is not None] if isinstance(values, list) else None
+    numbers(present, path, field)
+    expect_length(values, path, field, length)
 
 
 class WhatIfSection(Section):

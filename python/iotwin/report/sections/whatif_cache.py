@@ -14,7 +14,7 @@ from ...errors import IotwinError
 from ..figures import COLORS, bytes_label, figure, to_svg
 from ..inputs import Bundle, Input
 from .base import figure_block, note, table
-from .whatif import WhatIfSection, need, numbers
+from .whatif import WhatIfSection, half_widths, need, numbers
 
 CURVES = ("original", "twin", "uniform")
 
@@ -80,12 +80,7 @@ class WhatIfCache(WhatIfSection):
         if "ci95" in doc:  # each mean's 95% half-width, per curve and size (null: one twin)
             need(doc["ci95"], path, "ci95", ())
             for name, halves in doc["ci95"].items():
-                present = [h for h in halves if h is not None] if isinstance(halves, list) else None
-                numbers(present, path, f"ci95.{name}")
-                if len(halves) != len(sizes):
-                    raise IotwinError(
-                        f"{path}: field 'ci95.{name}': {len(halves)} values, expected {len(sizes)}"
-                    )
+                half_widths(halves, path, f"ci95.{name}", len(sizes))
 
     def render(self, bundle: Bundle) -> Markup:
         parts = []

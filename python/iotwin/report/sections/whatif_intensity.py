@@ -16,7 +16,7 @@ from ...errors import IotwinError
 from ..figures import COLORS, figure, to_svg
 from ..inputs import Bundle, Input
 from .base import figure_block, fmt, note, table
-from .whatif import WhatIfSection, need, numbers
+from .whatif import WhatIfSection, half_widths, need, numbers
 
 POINT_FIELDS = ("scale", "offered_iops", "completed_iops", "mean_ms", "p95_ms", "utilisation")
 NULLABLE = ("offered_iops",)  # null when the workload's arrivals have no span
@@ -83,8 +83,7 @@ class WhatIfIntensity(WhatIfSection):
             numbers(present, path, f"points[{i}]")
             if p.get("ci95") is not None:  # a model's twins: each mean's 95% half-width
                 need(p["ci95"], path, f"points[{i}].ci95", ())
-                halves = [h for h in p["ci95"].values() if h is not None]
-                numbers(halves, path, f"points[{i}].ci95")
+                half_widths(list(p["ci95"].values()), path, f"points[{i}].ci95")
         if doc["saturation_scale"] is not None:
             numbers([doc["saturation_scale"]], path, "saturation_scale")
         if "twins" in doc:

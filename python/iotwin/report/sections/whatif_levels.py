@@ -13,7 +13,7 @@ from markupsafe import Markup, escape
 from ..figures import COLORS, figure, to_svg
 from ..inputs import Bundle, Input
 from .base import figure_block, note, pct, table
-from .whatif import WhatIfSection, need, numbers
+from .whatif import WhatIfSection, half_widths, need, numbers
 
 POINT_FIELDS = ("levels", "mean_ms", "p95_ms", "mean_error", "p95_error")
 
@@ -64,8 +64,9 @@ class WhatIfLevels(WhatIfSection):
             numbers([p[k] for k in POINT_FIELDS], path, f"points[{i}]")
             if "mean_error_range" in p:
                 numbers(p["mean_error_range"], path, f"points[{i}].mean_error_range", 2)
-            halves = [p[k] for k in ("mean_error_ci95", "p95_error_ci95") if p.get(k) is not None]
-            numbers(halves, path, f"points[{i}]")
+            half_widths(
+                [p.get(k) for k in ("mean_error_ci95", "p95_error_ci95")], path, f"points[{i}]"
+            )
         if "twins" in doc:
             numbers([doc["twins"]], path, "twins")
 
