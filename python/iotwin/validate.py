@@ -39,6 +39,7 @@ PER_STREAM_SHOWN = 10
 TOLERANCES: dict[str, float] = {
     "read_fraction": 0.01,
     "sequential_fraction": 0.02,
+    "long_runs": 0.02,
     "mean_size": 0.02,
     "size_share": 0.01,
     "mean_interarrival": 0.02,
@@ -124,13 +125,18 @@ def validate(
     return report
 
 
+# Thread weights are exact by construction; run lengths are no state of the model at any
+# level (a walk's runs are geometric), so neither can tell levels apart.
+UNSCORED = ("weight", "long_runs")
+
+
 def fidelity_score(metrics: list[Metric]) -> float:
     """1 minus the mean deviation-to-tolerance ratio (capped at 1) over the metrics: 1 is a
     perfect twin, 0 one that misses every bar. Used to choose the model's levels."""
     ratios = [
         min(1.0, m.deviation / m.tolerance)
         for m in metrics
-        if m.deviation is not None and m.tolerance > 0 and m.family != "weight"
+        if m.deviation is not None and m.tolerance > 0 and m.family not in UNSCORED
     ]
     return 1.0 - (sum(ratios) / len(ratios) if ratios else 0.0)
 
@@ -154,6 +160,14 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
             cb["sequential_fraction"],
             "absolute",
             tol["sequential_fraction"],
+        ),
+        Metric(
+            "long_run_share",
+            "long_runs",
+            long_run_share(a),
+            long_run_share(b),
+            "absolute",
+            tol["long_runs"],
         ),
         Metric(
             "mean_size_bytes",
@@ -216,6 +230,25 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
             )
         )
     return out
+
+
+LONG_RUN = 8  # requests: seed 003 contrasts runs of 4 with runs of 256 for prefetching
+
+
+def long_run_share(t: Trace) -> float:
+    """Share of the requests that sit in a long sequential run: LONG_RUN or more requests of
+    one stream, each starting where the previous one ended (seed 003). The sequential
+    fraction alone cannot tell a few long runs, which read-ahead serves, from many short
+    ones."""
+    stream = t.numpy("stream", np.int64)
+    order = np.argsort(stream, kind="stable")  # time order inside each stream
+    stream = stream[order]
+    offset = t.numpy("offset", np.int64)[order]
+    end = offset + t.numpy("size", np.int64)[order]
+    continues = (stream[1:] == stream[:-1]) & (offset[1:] == end[:-1])
+    starts = np.flatnonzero(np.r_[True, ~continues])
+    lengths = np.diff(np.r_[starts, len(stream)])
+    return float(lengths[lengths >= LONG_RUN].sum() / max(1, len(stream)))
 
 
 def size_shares(a: Trace, b: Trace, tolerance: float) -> list[Metric]:
