@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+import polars as pl
+
 import iotwin
+from iotwin.formats.base import CANONICAL_SCHEMA
 from iotwin.validate import address_space
+
+
+def canonical(rows: list[tuple[int, int, int, int]], ts: list[int]) -> pl.DataFrame:
+    """A canonical frame from (stream, op, offset, size) rows and their times."""
+    data = {
+        "ts_ns": ts,
+        "stream": [r[0] for r in rows],
+        "op": [r[1] for r in rows],
+        "offset": [r[2] for r in rows],
+        "size": [r[3] for r in rows],
+    }
+    return pl.DataFrame(data, schema=CANONICAL_SCHEMA)
 
 
 def reuse_by_op(trace: iotwin.Trace) -> dict[str, float]:

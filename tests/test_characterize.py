@@ -10,13 +10,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from reference import canonical
 from typer.testing import CliRunner
 
 import iotwin
 from iotwin.cli import app
 from iotwin.errors import IotwinError
 from iotwin.formats import get_format
-from iotwin.formats.base import CANONICAL_SCHEMA
 
 S = 1_000_000_000
 
@@ -44,17 +44,6 @@ HAND_ROWS = [
     (3, 0, 49152, 1024),
     (2, 0, 100000, 512),
 ]
-
-
-def canonical(rows: list[tuple[int, int, int, int]], ts: list[int]) -> pl.DataFrame:
-    data = {
-        "ts_ns": ts,
-        "stream": [r[0] for r in rows],
-        "op": [r[1] for r in rows],
-        "offset": [r[2] for r in rows],
-        "size": [r[3] for r in rows],
-    }
-    return pl.DataFrame(data, schema=CANONICAL_SCHEMA)
 
 
 def hand_trace() -> iotwin.Trace:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from reference import reuse_by_op
+from reference import canonical, reuse_by_op
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -22,7 +22,6 @@ import iotwin
 from iotwin.cli import app
 from iotwin.errors import IotwinError
 from iotwin.formats import ReadOptions
-from iotwin.formats.base import CANONICAL_SCHEMA
 from iotwin.model import Model, ShortTraceWarning, check_model, fit, transition_counts
 from iotwin.show import human_size, render
 from iotwin.trace import write_trace
@@ -111,17 +110,8 @@ def test_long_run_share_counts_runs_per_stream() -> None:
         if i < 7:
             rows.append((1, 0, 1 << 30 | 512 * i, 512))
     rows.append((1, 0, 4096 * 8, 4096))  # where stream 0 ended: not stream 1's run
-    df = pl.DataFrame(
-        {
-            "ts_ns": range(len(rows)),
-            "stream": [r[0] for r in rows],
-            "op": [r[1] for r in rows],
-            "offset": [r[2] for r in rows],
-            "size": [r[3] for r in rows],
-        },
-        schema=CANONICAL_SCHEMA,
-    )
-    assert long_run_share(iotwin.Trace(df, iotwin.TraceMeta())) == 8 / 16
+    trace = iotwin.Trace(canonical(rows, list(range(len(rows)))), iotwin.TraceMeta())
+    assert long_run_share(trace) == 8 / 16
 
 
 # measured: 15.5% of cloudPhysics' requests sit in sequential runs of 8 or more, which the
