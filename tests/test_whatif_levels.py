@@ -109,15 +109,15 @@ def test_twin_response_within_the_bar_at_the_chosen_level(tpcc_study) -> None:
 
 def test_cloudphysics_twin_within_the_bar(traces: Path) -> None:
     """Measured at the auto intensity 0.00797x: 3 twins suffice (each mean's interval within
-    2%), mean -0.3% +- 0.8% at the chosen 2 levels (single twins -0.7% to -0.1%); p95
-    +9.8% +- 0.3%, just inside the issue's 10% (it was +10.3% before resumed re-scans were
-    told from resumed runs of new data: docs/model.md)."""
+    2%), mean -1.0% +- 0.1% at the chosen 2 levels; p95 +9.5% +- 0.9%, just inside the
+    issue's 10% (over 12 twins +9.9% +- 0.5%; +10.2% +- 0.3% before failed re-references
+    and resumes landed by in-leaf jumps: docs/model.md)."""
     r = study(load_trace(traces / "cloudPhysicsIO.vscsi"), "hdd-7200", max_levels=2)
     assert r["chosen"] == 2 and r["twins"] == 3 and r["precision"]["reached"]
     chosen = r["points"][1]
     assert abs(chosen["mean_error"]) + chosen["mean_error_ci95"] <= 0.05
     assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
-    assert abs(chosen["p95_error"]) <= 0.10  # +9.8% +- 0.3%: its interval reaches past the bar
+    assert abs(chosen["p95_error"]) <= 0.10  # its interval reaches past the bar
 
 
 def test_tencent_twin_within_the_bar(traces: Path) -> None:
@@ -133,17 +133,16 @@ def test_tencent_twin_within_the_bar(traces: Path) -> None:
     assert all(abs(e) <= 0.05 for e in chosen["mean_error_range"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured at the auto intensity 0.41x over 384 twins (the most `auto` adds; single "
-    "twins -54% to +97%: 1,000 requests): the chosen 2 levels' twin is -13.3% +- 1.8% on the "
-    "mean and -6.5% +- 3.3% on p95; level 3 would pass (+0.7% +- 2.3%, +3.5% +- 3.7%), level "
-    "1 not (-9.9%). Five twins had put level 2 at -6.8% (docs/model.md: where MSR's time goes)",
-)
 def test_msr_twin_mean_within_5pct(traces: Path) -> None:
+    """At the auto intensity 0.41x over 384 twins (single ones -54% to +97%: 1,000 requests),
+    the chosen 2 levels' twin is -0.1% +- 2.1% on the mean and +3.5% +- 3.7% on p95. It was
+    -12.1% (docs/model.md) until categories with fewer than 8 gaps could take a gamma where
+    the evidence is strong: MSR's flushes put 5 us gaps next to seconds of idle time."""
     r = study(load_trace(traces / "msr_hm0_excerpt.csv"), "hdd-7200", max_levels=3)
+    assert r["chosen"] == 2 and r["twins"] == 384
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
-    assert abs(chosen["mean_error"]) <= 0.05
+    assert abs(chosen["mean_error"]) + chosen["mean_error_ci95"] <= 0.05
+    assert abs(chosen["p95_error"]) <= 0.10
 
 
 def test_cli_json_and_table(traces: Path, tmp_path: Path) -> None:

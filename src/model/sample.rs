@@ -13,7 +13,7 @@ use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::History;
 use super::stats::{
-    is_continuation, Category, RecentEnds, KIND_RANDOM, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
+    is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
     KIND_SEQUENTIAL, KIND_SEQ_REREF,
 };
 use super::ties::{Merger, TieCounts};
@@ -877,11 +877,12 @@ impl Sampler {
             }
         }
         let room = self.data.room(within(s.extent, leaf), rng);
-        if let (false, KIND_RANDOM, Some(start), Some(end)) =
-            (packed, cat.kind, recent.last_start(), prev_end)
-        {
-            // per-stream models: a random request in its predecessor's leaf jumps from its end
-            // as the original's did (`leaf_jump`)
+        if let (false, Some(start), Some(end)) = (packed, recent.last_start(), prev_end) {
+            // per-stream models: a cold request in its predecessor's leaf jumps from its end as
+            // the original's random ones did (`leaf_jump`). So do the resumes and re-references
+            // that found nothing to continue or re-read: they land on new data too, and placed
+            // anywhere in the leaf they seeked too far (cloudPhysics: 26% of the twin's requests
+            // land so; over 12 twins simulated p95 +10.2% -> +9.5%, jump-distance TVD .193 -> .154)
             let prev = (start, end);
             if self.tree.leaf_of(start) == target {
                 if let Some(off) = jump_from(s, prev, room, cat.size as u64, reref, rng) {
@@ -1052,7 +1053,7 @@ fn next_fresh(
 /// Draws of an in-leaf jump before a random request falls back to a uniform offset.
 const JUMP_TRIES: usize = 4;
 
-/// Where a random request lands by a jump drawn from its stream's in-leaf jumps from `end`,
+/// Where a cold request lands by a jump drawn from its stream's in-leaf jumps from `end`,
 /// the previous request's end (it spans [start, end)): aligned, inside [lo, hi) (its leaf
 /// within the stream's extent) with room for `size`, not sequential, and on a block no
 /// request touched (a random request is a cold one, as in the fit). None when the stream has
@@ -1606,7 +1607,7 @@ fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32
 mod tests {
     use super::*;
     use crate::model::finalize::finalize;
-    use crate::model::stats::{Batch, FitConfig, Fitter};
+    use crate::model::stats::{Batch, FitConfig, Fitter, KIND_RANDOM};
 
     fn fitted(levels: u32, flat: bool) -> Value {
         // a stream that scans 56 bytes of leaf 0 (of 1,000 bytes) sequentially, then jumps
@@ -1929,6 +1930,35 @@ mod tests {
             assert_eq!(place(KIND_RESUME).0, 110 * block);
             let (off, _) = place(KIND_RESUME_REREF);
             assert!(off < 100 * block && off % block == 0, "{off}");
+        }
+    }
+
+    #[test]
+    fn requests_that_find_nothing_land_by_an_in_leaf_jump() {
+        // every cold request of the stream jumped 64 KiB ahead of its predecessor's end
+        let mut doc = interleaved_runs(true);
+        doc["streams"][0]["jumps_ahead"] = serde_json::json!([[65536, 65537, 1]]);
+        doc["streams"][0]["jumps_behind"] = serde_json::json!([]);
+        let s = Sampler::from_json(&doc).unwrap();
+        let m = &s.streams[0];
+        let block = 4096u64;
+        // 50 blocks of history: the re-references' distances (192-208) reach past it, and the
+        // only open run ends on old data, where a resumed run of new data may not go on
+        let mut history = History::new(50, s.tree.capacity);
+        for b in 0..50 {
+            history.touch(b * block, 0);
+        }
+        let mut recent = RecentEnds::default();
+        recent.next(48 * block, block as u32);
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        for kind in [KIND_REREF, KIND_RESUME, KIND_RANDOM] {
+            let cat = Category {
+                op: 0,
+                size: block as u32,
+                kind,
+            };
+            let (off, _) = s.place(m, &cat, 0, &recent, Some(&history), None, &mut rng);
+            assert_eq!(off, 49 * block + 65536, "kind {kind}");
         }
     }
 
