@@ -46,12 +46,18 @@ SHARED = {
 # Tencent's from .007 to .013. Resumed re-scans apart from resumed runs of new data (each
 # resumes a run of its own data, and a re-scan with none open re-reads old data at its
 # distance) moved cloudPhysics from .031-.034 / .276 at 50% to .032-.039 / .229, MSR's largest
-# from .025 to .026 (its sum from .099 to .092).
+# from .025 to .026 (its sum from .099 to .092). Random requests at the original's 4 KiB
+# phase (93% of MSR's start on a block; the twin's had started at any 512-byte step, so
+# most 4 KiB requests covered two blocks and neighbours shared one) took MSR's largest
+# from .025 to .049 (.066 with seed 0): a twin of 4 KiB requests no longer re-uses the
+# blocks its misaligned neighbours half-touched, and MSR's re-references, two in three of
+# which re-issue an old request whole, find fewer old blocks (docs/model.md). TPC-C's largest
+# went from .014 to .016.
 MISS_RATIO_BOUND = {
     "cloudPhysicsIO.vscsi": [0.045, 0.045, 0.045, 0.045, 0.045, 0.25],
-    "msr_hm0_excerpt.csv": [0.045] * 6,
+    "msr_hm0_excerpt.csv": [0.05] * 6,
     "tencent_cbs_excerpt.csv.bz2": [0.05] * 6,
-    "tpcc_small.disksim": [0.015] * 6,
+    "tpcc_small.disksim": [0.02] * 6,
 }
 
 
@@ -115,9 +121,9 @@ def test_long_run_share_counts_runs_per_stream() -> None:
 
 
 # measured: 15.5% of cloudPhysics' requests sit in sequential runs of 8 or more, which the
-# Markov walk (runs of geometric length) cuts into short ones: its twin has 0.4%.
+# Markov walk (runs of geometric length) cuts into short ones: its twin has 0.3%.
 LONG_RUNS = {
-    "cloudPhysicsIO.vscsi": (0.1553, 0.0042),
+    "cloudPhysicsIO.vscsi": (0.1553, 0.0034),
     "msr_hm0_excerpt.csv": (0.0, 0.0),
     "tencent_cbs_excerpt.csv.bz2": (0.0196, 0.0071),
     "tpcc_small.disksim": (0.0081, 0.0013),
@@ -130,6 +136,29 @@ def test_long_sequential_runs_are_reported(twins: dict, name: str) -> None:
     m = report["metrics"]["long_run_share"]
     assert (m["original"], m["synthetic"]) == pytest.approx(LONG_RUNS[name], abs=5e-4)
     assert m["pass"] is (name != "cloudPhysicsIO.vscsi")
+
+
+# Where requests start inside their 4 KiB block (validate's offset_phase_tvd). Before random
+# requests kept their stream's phase, the twins (levels 2, seed 7) were .704 (cloudPhysics),
+# .781 (MSR), .217 (Tencent) and .639 (TPC-C) from the originals, as far as the uniform
+# baseline. cloudPhysics keeps .137: 15.6% of its requests start 2,048 bytes into a block, 2%
+# of its twin's (its sequential and re-referencing requests inherit their phase).
+PHASE_BOUND = {
+    "cloudPhysicsIO.vscsi": 0.14,
+    "msr_hm0_excerpt.csv": 0.02,
+    "tencent_cbs_excerpt.csv.bz2": 0.01,
+    "tpcc_small.disksim": 0.01,
+}
+
+
+@pytest.mark.parametrize("name", list(SHARED))
+def test_random_requests_start_at_the_originals_4k_phase(twins: dict, name: str) -> None:
+    _, _, report, uniform = twins[name]
+    twin = report["metrics"]["offset_phase_tvd"]
+    assert twin["deviation"] <= PHASE_BOUND[name]
+    assert twin["pass"] is (name != "cloudPhysicsIO.vscsi")
+    # the uniform baseline keeps only the alignment (Tencent: most volumes are 4 KiB-aligned)
+    assert uniform["metrics"]["offset_phase_tvd"]["deviation"] > 0.2
 
 
 @pytest.mark.parametrize("name", list(SHARED))

@@ -50,6 +50,7 @@ TOLERANCES: dict[str, float] = {
     "miss_ratio": 0.05,
     "reuse": 0.05,
     "jump_distance": 0.10,
+    "offset_phase": 0.05,
     "burstiness": 0.50,
     "fluctuation_correlation": 0.20,
 }
@@ -205,6 +206,16 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
             jump_tvd(ca, cb),
             "distance",
             tol["jump_distance"],
+        )
+    )
+    out.append(
+        Metric(
+            "offset_phase_tvd",
+            "offset_phase",
+            0.0,
+            phase_tvd(a, b),
+            "distance",
+            tol["offset_phase"],
         )
     )
     if a.meta.timed:
@@ -379,6 +390,24 @@ def jump_tvd(ca: dict[str, Any], cb: dict[str, Any]) -> float:
 
     da, db = dist(ca), dist(cb)
     return 0.5 * sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in set(da) | set(db))
+
+
+PHASE_BYTES = 512  # the steps of a 4 KiB block at which a request may start
+
+
+def phase_shares(t: Trace) -> np.ndarray:
+    """Shares of the requests by where they start inside their 4 KiB block, in 512-byte steps
+    (offsets between steps count with the step below)."""
+    offsets = t.df["offset"].to_numpy()
+    counts = np.bincount((offsets % 4096) // PHASE_BYTES, minlength=4096 // PHASE_BYTES)
+    return counts / max(len(offsets), 1)
+
+
+def phase_tvd(a: Trace, b: Trace) -> float:
+    """Total variation distance between the 4 KiB phases of two traces' offsets: a request
+    that starts off a block boundary covers one block more than an aligned one of its size,
+    which changes what a cache holds and what an SSD reads and rewrites."""
+    return float(0.5 * np.abs(phase_shares(a) - phase_shares(b)).sum())
 
 
 def window_counts(t: Trace, window_ns: int) -> np.ndarray:

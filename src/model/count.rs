@@ -7,8 +7,8 @@
 
 use super::hist::Hist;
 use super::stats::{
-    add_distances, add_jump, category_of, leaf_jump, Batch, Category, FitConfig, Fitter, IatStats,
-    Last, StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS,
+    add_distances, add_jump, add_phase, category_of, leaf_jump, Batch, Category, FitConfig, Fitter,
+    IatStats, Last, StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS, PHASES,
 };
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
@@ -152,6 +152,7 @@ struct KeyCounts {
     requests: u64,
     bytes: u64,
     alignment_bits: u32,
+    phase: [u64; PHASES],
     visits: Counts,
     /// by depth * leaves + landing leaf
     entries: Counts,
@@ -197,6 +198,7 @@ impl KeyCounts {
             requests: 0,
             bytes: 0,
             alignment_bits: MAX_ALIGN_BITS,
+            phase: [0; PHASES],
             visits: Counts::new(Some(leaves), budget),
             entries: Counts::new(entry_cells, budget),
             window: i64::MIN,
@@ -296,6 +298,9 @@ impl KeyCounts {
         s.requests += self.requests;
         s.bytes += self.bytes;
         s.alignment_bits = s.alignment_bits.min(self.alignment_bits);
+        for (mine, theirs) in s.phase.iter_mut().zip(self.phase) {
+            *mine += theirs;
+        }
         for (leaf, c) in self.visits.nonzero() {
             *s.leaf_visits.entry(leaf).or_insert(0) += c;
         }
@@ -397,6 +402,7 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(&cfg, &r, &mut c.resume, &mut c.resume_reuse, &mut c.reuse);
         let cat = category_of(&cfg, &r, lane.last);
+        add_phase(&mut c.phase, &r, cat.kind);
         match lane.last {
             None => {
                 f.heads.entry(r.stream).or_insert(r);

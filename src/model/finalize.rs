@@ -205,6 +205,11 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     if !s.resume_reuse.counts.is_empty() {
         doc["resume_reuse"] = Value::Array(buckets(&s.resume_reuse)); // absent before them
     }
+    // where the random requests start inside their 4 KiB block, in 512-byte steps: absent
+    // before, and for streams aligned to 4 KiB (always step 0) or to less than 512 bytes
+    if (9..12).contains(&s.alignment_bits) && s.phase.iter().any(|&c| c > 0) {
+        doc["phase"] = json!(s.phase);
+    }
     // absent before in-leaf jumps (and without the re-reference extension)
     for (key, h) in [
         ("jumps_ahead", &s.jumps_ahead),

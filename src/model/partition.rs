@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
 /// `extent`.
-const MAGIC: &[u8; 8] = b"IOTWFIT5";
+const MAGIC: &[u8; 8] = b"IOTWFIT6";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -261,6 +261,9 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
         put_u64(w, c);
     }
     put_u32(w, s.alignment_bits);
+    for &c in &s.phase {
+        put_u64(w, c);
+    }
     put_hist(w, &s.reuse);
     put_hist(w, &s.resume);
     put_hist(w, &s.resume_reuse);
@@ -346,6 +349,9 @@ impl FitReader for Reader<'_> {
             s.windows.insert(win, self.u64()?);
         }
         s.alignment_bits = self.u32()?;
+        for c in &mut s.phase {
+            *c = self.u64()?;
+        }
         s.reuse = self.hist()?;
         s.resume = self.hist()?;
         s.resume_reuse = self.hist()?;

@@ -11,10 +11,10 @@
 use super::data::DataMap;
 use super::dist::Iat;
 use super::finalize::kind_code;
-use super::history::History;
+use super::history::{History, BLOCK};
 use super::stats::{
     is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
-    KIND_SEQUENTIAL, KIND_SEQ_REREF,
+    KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
 };
 use super::ties::{Merger, TieCounts};
 use super::tree::{TransKey, Tree};
@@ -268,6 +268,9 @@ struct StreamModel {
     id: u32,
     weight: f64,
     alignment: u64,
+    /// Running sums of the random requests' phases in their 4 KiB block (`stats::phase_of`);
+    /// None: random offsets keep only the alignment.
+    phase: Option<[u64; PHASES]>,
     first: Option<(u64, Category)>,
     windows: Vec<u64>,
     keys: Vec<TransKey>,
@@ -891,7 +894,7 @@ impl Sampler {
             }
         }
         let (lo, hi) = room;
-        let mut off = random_in(lo, hi, cat.size as u64, s.alignment, rng);
+        let mut off = random_for(s, lo, hi, cat.size as u64, rng);
         // a cold request touches a block no one has touched (in the history's scope): re-draw
         // a few times where the leaf is small enough for a random offset to land on old data
         if let Some(r) = reref {
@@ -899,7 +902,7 @@ impl Sampler {
                 if !r.seen(off) {
                     break;
                 }
-                off = random_in(lo, hi, cat.size as u64, s.alignment, rng);
+                off = random_for(s, lo, hi, cat.size as u64, rng);
             }
         }
         (off, own)
@@ -1077,7 +1080,7 @@ fn jump_from(
         } else {
             end.checked_sub(draw(&s.jumps_behind, s.jumps_behind_total, rng))
         };
-        let Some(off) = off.map(|o| o / align * align) else {
+        let Some(off) = off.map(|o| snap(s, o, align, rng)) else {
             continue;
         };
         // a jump leaves the previous request: no overlap with it
@@ -1102,6 +1105,39 @@ fn within(extent: (u64, u64), leaf: (u64, u64)) -> (u64, u64) {
     } else {
         leaf
     }
+}
+
+/// A random offset of stream `s` in [lo, hi) with room for `size`: in a random 4 KiB block,
+/// at a phase drawn from the stream's (MSR hm0: 93% of the requests start on a block, a
+/// twin placing them at any 512-byte step started 15% so, and covered an extra block with
+/// most 4 KiB requests), else uniformly at the stream's alignment.
+fn random_for(s: &StreamModel, lo: u64, hi: u64, size: u64, rng: &mut Pcg64Mcg) -> u64 {
+    if let Some(phase) = draw_phase(s, rng) {
+        let first = lo.saturating_sub(phase).div_ceil(BLOCK);
+        let last_start = hi.saturating_sub(size);
+        if let Some(last) = last_start.checked_sub(phase).map(|o| o / BLOCK) {
+            if first <= last {
+                return rng.random_range(first..=last) * BLOCK + phase;
+            }
+        }
+    }
+    random_in(lo, hi, size, s.alignment, rng)
+}
+
+/// Where a drawn jump target lands: at or just before `off`, at a phase drawn from the
+/// stream's, else at its alignment.
+fn snap(s: &StreamModel, off: u64, align: u64, rng: &mut Pcg64Mcg) -> u64 {
+    match draw_phase(s, rng) {
+        Some(phase) if off >= phase => off - (off - phase) % BLOCK,
+        _ => off / align * align,
+    }
+}
+
+/// A random request's byte offset inside its 4 KiB block, drawn from the stream's phases.
+fn draw_phase(s: &StreamModel, rng: &mut Pcg64Mcg) -> Option<u64> {
+    let sums = s.phase.as_ref()?;
+    let u = rng.random_range(0..sums[PHASES - 1]);
+    Some(sums.partition_point(|&c| c <= u) as u64 * PHASE_BYTES)
 }
 
 /// A uniformly random aligned offset in [lo, hi) leaving room for `size` where possible.
@@ -1478,6 +1514,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         id: int(v, "id")? as u32,
         weight: num(v, "weight")?,
         alignment: int(v, "alignment").unwrap_or(1),
+        phase: phases(v)?,
         first,
         windows: v
             .get("windows")
@@ -1519,6 +1556,26 @@ fn extent(v: &Value) -> Result<(u64, u64), Err> {
 
 /// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
 /// of the counts, and its total count.
+/// The stream's phase counts as running sums (None where absent or all zero).
+fn phases(v: &Value) -> Result<Option<[u64; PHASES]>, Err> {
+    let Some(list) = v.get("phase").and_then(Value::as_array) else {
+        return Ok(None);
+    };
+    if list.len() != PHASES {
+        return Err(format!(
+            "phase: expected {PHASES} counts, found {}",
+            list.len()
+        ));
+    }
+    let mut sums = [0u64; PHASES];
+    let mut total = 0u64;
+    for (sum, c) in sums.iter_mut().zip(list) {
+        total += c.as_u64().ok_or("phase: expected non-negative integers")?;
+        *sum = total;
+    }
+    Ok((total > 0).then_some(sums))
+}
+
 fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
     let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
     let mut total = 0u64;
@@ -1607,7 +1664,7 @@ fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32
 mod tests {
     use super::*;
     use crate::model::finalize::finalize;
-    use crate::model::stats::{Batch, FitConfig, Fitter, KIND_RANDOM};
+    use crate::model::stats::{self, Batch, FitConfig, Fitter, KIND_RANDOM};
 
     fn fitted(levels: u32, flat: bool) -> Value {
         // a stream that scans 56 bytes of leaf 0 (of 1,000 bytes) sequentially, then jumps
@@ -2027,6 +2084,67 @@ mod tests {
         doc["streams"][0]["extent"] = serde_json::json!([3400, 3000]);
         let err = Sampler::from_json(&doc).unwrap_err();
         assert!(err.contains("extent"), "{err}");
+    }
+
+    /// One stream of 4 KiB requests on random even blocks of a 64 MiB space, starting 3,584
+    /// bytes into the block (three in four) or 2,048 bytes (one in four).
+    fn misaligned_stream(phase: [u64; 2]) -> Value {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        let n = 400;
+        let ts: Vec<i64> = (0..n as i64).map(|i| i * 1000).collect();
+        let off: Vec<u64> = (0..n)
+            .map(|i| rng.random_range(0..8000u64) * 8192 + phase[usize::from(i % 4 == 0)])
+            .collect();
+        let cfg = FitConfig {
+            tree: Tree::new(2, 4, 64 << 20),
+            flat: false,
+            window_ns: 100_000,
+            reref: true,
+        };
+        let mut f = Fitter::new(cfg);
+        f.update(Batch::new(
+            &ts,
+            &vec![0; n],
+            &vec![0; n],
+            &off,
+            &vec![4096; n],
+        ));
+        finalize(&f, "auto", *ts.last().unwrap())
+    }
+
+    fn phase_counts(offsets: &[u64]) -> [usize; PHASES] {
+        let mut counts = [0; PHASES];
+        for &o in offsets {
+            counts[stats::phase_of(o)] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn random_requests_keep_their_streams_4k_phase() {
+        let mut doc = misaligned_stream([3584, 2048]);
+        let stream = &doc["streams"][0];
+        assert_eq!(stream["alignment"], 512);
+        assert_eq!(
+            stream["phase"],
+            serde_json::json!([0, 0, 0, 0, 100, 0, 0, 300])
+        );
+        let twin = Sampler::from_json(&doc).unwrap().generate(&params(4000));
+        let counts = phase_counts(&twin.offset);
+        assert_eq!(counts[4] + counts[7], 4000, "{counts:?}");
+        assert!((900..1100).contains(&counts[4]), "{counts:?}");
+        // a model from before phases places them at any 512-byte step
+        doc["streams"][0].as_object_mut().unwrap().remove("phase");
+        let before = Sampler::from_json(&doc).unwrap().generate(&params(4000));
+        let counts = phase_counts(&before.offset);
+        assert!(counts.iter().all(|&c| c > 350), "{counts:?}");
+        doc["streams"][0]["phase"] = serde_json::json!([1, 2, 3]);
+        let err = Sampler::from_json(&doc).unwrap_err();
+        assert!(err.contains("phase"), "{err}");
+        // streams aligned to 4 KiB have one phase: the model keeps none
+        let aligned = misaligned_stream([0, 4096]);
+        assert_eq!(aligned["streams"][0]["alignment"], 4096);
+        assert!(aligned["streams"][0].get("phase").is_none());
     }
 
     #[test]

@@ -126,6 +126,9 @@ pub struct StreamStats {
     pub windows: FxHashMap<i64, u64>,
     /// Largest power of two (up to 1 MiB) dividing every offset: random offsets keep it.
     pub alignment_bits: u32,
+    /// Where the random requests start inside their 4 KiB block, in 512-byte steps
+    /// (`phase_of`): the twin's random requests keep it, so they cover as many blocks.
+    pub phase: [u64; PHASES],
     pub reuse: Hist,
     /// How many requests back each resumed run's request ended (KIND_RESUME and
     /// KIND_RESUME_REREF).
@@ -139,6 +142,22 @@ pub struct StreamStats {
     pub bytes: u64,
     /// The stream's smallest offset and largest end (`extent`).
     pub extent: Option<(u64, u64)>,
+}
+
+/// 512-byte steps in a 4 KiB block: where a random request starts inside its block.
+pub const PHASES: usize = 8;
+pub const PHASE_BYTES: u64 = 512;
+
+/// The 512-byte step of a 4 KiB block at which `offset` lies.
+pub fn phase_of(offset: u64) -> usize {
+    (offset / PHASE_BYTES) as usize % PHASES
+}
+
+/// Counts a request's phase when it is random (a cold one, with re-references on).
+pub(super) fn add_phase(phase: &mut [u64; PHASES], r: &Request, kind: u8) {
+    if kind == KIND_RANDOM {
+        phase[phase_of(r.offset)] += 1;
+    }
 }
 
 /// The smallest range holding both (None: no request yet).
@@ -437,6 +456,7 @@ impl Fitter {
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(&cfg, r, &mut s.resume, &mut s.resume_reuse, &mut s.reuse);
         let cat = category_of(&cfg, r, last);
+        add_phase(&mut s.phase, r, cat.kind);
         match last {
             None => {
                 s.members += 1;
@@ -530,6 +550,9 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
     add_counts(&mut s.leaf_visits, &o.leaf_visits);
     add_counts(&mut s.windows, &o.windows);
     s.alignment_bits = s.alignment_bits.min(o.alignment_bits);
+    for (mine, theirs) in s.phase.iter_mut().zip(o.phase) {
+        *mine += theirs;
+    }
     s.reuse.merge(&o.reuse);
     s.resume.merge(&o.resume);
     s.resume_reuse.merge(&o.resume_reuse);
