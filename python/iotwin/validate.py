@@ -127,8 +127,10 @@ def validate(
 
 
 # Thread weights are exact by construction; run lengths are no state of the model at any
-# level (a walk's runs are geometric), so neither can tell levels apart.
-UNSCORED = ("weight", "long_runs")
+# level (a walk's runs are geometric), nor is the 4 KiB phase (one per stream), so none can
+# tell levels apart: in the score they would add only the noise of one twin's draws (MSR's
+# 1,000 requests: the phase alone moved its level sweep's choice from 2 to 3 levels).
+UNSCORED = ("weight", "long_runs", "offset_phase")
 
 
 def fidelity_score(metrics: list[Metric]) -> float:

@@ -1075,12 +1075,13 @@ fn jump_from(
     }
     let align = s.alignment.max(1);
     for _ in 0..JUMP_TRIES {
-        let off = if rng.random_range(0..total) < s.jumps_ahead_total {
+        let ahead = rng.random_range(0..total) < s.jumps_ahead_total;
+        let off = if ahead {
             end.checked_add(draw(&s.jumps_ahead, s.jumps_ahead_total, rng))
         } else {
             end.checked_sub(draw(&s.jumps_behind, s.jumps_behind_total, rng))
         };
-        let Some(off) = off.map(|o| snap(s, o, align, rng)) else {
+        let Some(off) = off.and_then(|o| snap(s, o, ahead, align, rng)) else {
             continue;
         };
         // a jump leaves the previous request: no overlap with it
@@ -1124,12 +1125,18 @@ fn random_for(s: &StreamModel, lo: u64, hi: u64, size: u64, rng: &mut Pcg64Mcg) 
     random_in(lo, hi, size, s.alignment, rng)
 }
 
-/// Where a drawn jump target lands: at or just before `off`, at a phase drawn from the
-/// stream's, else at its alignment.
-fn snap(s: &StreamModel, off: u64, align: u64, rng: &mut Pcg64Mcg) -> u64 {
-    match draw_phase(s, rng) {
-        Some(phase) if off >= phase => off - (off - phase) % BLOCK,
-        _ => off / align * align,
+/// Where a drawn jump target `off` lands: at a phase drawn from the stream's, the first such
+/// offset past `off` for a jump ahead and the last before it for one behind (so a short jump
+/// keeps its direction), else at the stream's alignment.
+fn snap(s: &StreamModel, off: u64, ahead: bool, align: u64, rng: &mut Pcg64Mcg) -> Option<u64> {
+    let Some(phase) = draw_phase(s, rng) else {
+        return Some(off / align * align);
+    };
+    let below = off.checked_sub(phase).map(|o| o / BLOCK * BLOCK + phase);
+    if ahead {
+        Some(below.map_or(phase, |b| if b == off { b } else { b + BLOCK }))
+    } else {
+        below
     }
 }
 

@@ -494,6 +494,12 @@ impl Fitter {
             s.members -= 1; // the later partition took the stream for a new one
             let leaf = cfg.tree.leaf_of(h.offset);
             let cat = category_of(&cfg, &h, Some(l));
+            // the later partition counted its phase as a first (random) request's
+            let counted = category_of(&cfg, &h, None).kind;
+            if counted == KIND_RANDOM {
+                s.phase[phase_of(h.offset)] -= 1;
+            }
+            add_phase(&mut s.phase, &h, cat.kind);
             add_transition(s, &cfg, l, leaf, cat, h.ts);
         }
     }
