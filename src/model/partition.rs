@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
-/// `extent`.
+/// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`.
 const MAGIC: &[u8; 8] = b"IOTWFIT6";
 
 /// A fitter fed partition after partition of the same streams, in time order.

@@ -1561,8 +1561,6 @@ fn extent(v: &Value) -> Result<(u64, u64), Err> {
     }
 }
 
-/// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
-/// of the counts, and its total count.
 /// The stream's phase counts as running sums (None where absent or all zero).
 fn phases(v: &Value) -> Result<Option<[u64; PHASES]>, Err> {
     let Some(list) = v.get("phase").and_then(Value::as_array) else {
@@ -1583,6 +1581,8 @@ fn phases(v: &Value) -> Result<Option<[u64; PHASES]>, Err> {
     Ok((total > 0).then_some(sums))
 }
 
+/// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
+/// of the counts, and its total count.
 fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
     let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
     let mut total = 0u64;
