@@ -401,7 +401,7 @@ def phase_shares(t: Trace) -> np.ndarray:
     """Shares of the requests by where they start inside their 4 KiB block, in 512-byte steps
     (offsets between steps count with the step below)."""
     offsets = t.df["offset"].to_numpy()
-    counts = np.bincount((offsets % 4096) // PHASE_BYTES, minlength=4096 // PHASE_BYTES)
+    counts = np.bincount((offsets % BLOCK) // PHASE_BYTES, minlength=BLOCK // PHASE_BYTES)
     return counts / max(len(offsets), 1)
 
 

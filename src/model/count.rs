@@ -7,8 +7,8 @@
 
 use super::hist::Hist;
 use super::stats::{
-    add_distances, add_jump, add_phase, category_of, leaf_jump, Batch, Category, FitConfig, Fitter,
-    IatStats, Last, StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS, PHASES,
+    add_distances, add_jump, add_phase, add_phases, category_of, leaf_jump, Batch, Category,
+    FitConfig, Fitter, IatStats, Last, StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS, PHASES,
 };
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
@@ -298,9 +298,7 @@ impl KeyCounts {
         s.requests += self.requests;
         s.bytes += self.bytes;
         s.alignment_bits = s.alignment_bits.min(self.alignment_bits);
-        for (mine, theirs) in s.phase.iter_mut().zip(self.phase) {
-            *mine += theirs;
-        }
+        add_phases(&mut s.phase, &self.phase);
         for (leaf, c) in self.visits.nonzero() {
             *s.leaf_visits.entry(leaf).or_insert(0) += c;
         }

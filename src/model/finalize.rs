@@ -4,9 +4,10 @@
 
 use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
+use super::history::BLOCK;
 use super::stats::{
     Category, Fitter, StreamStats, TransStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_RESUME,
-    KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF,
+    KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
 };
 use super::tree::TransKey;
 use serde_json::{json, Map, Value};
@@ -181,6 +182,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     let first = s.first.map(
         |(leaf, c)| json!({"leaf": leaf, "op": c.op, "size": c.size, "kind": kind_name(c.kind)}),
     );
+    let alignment = 1u64 << s.alignment_bits.min(20);
     let mut doc = json!({
         "id": id,
         "requests": s.requests,
@@ -188,7 +190,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
         "weight": s.requests as f64 / total.max(1) as f64,
         "bytes": s.bytes,
         "start_ns": s.first_ts.unwrap_or(0),
-        "alignment": 1u64 << s.alignment_bits.min(20),
+        "alignment": alignment,
         "first": first,
         "windows": window_counts,
         "leaves": leaves.iter().map(|&(l, c)| json!([l, c])).collect::<Vec<_>>(),
@@ -207,7 +209,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
     }
     // where the random requests start inside their 4 KiB block, in 512-byte steps: absent
     // before, and for streams aligned to 4 KiB (always step 0) or to less than 512 bytes
-    if (9..12).contains(&s.alignment_bits) && s.phase.iter().any(|&c| c > 0) {
+    if (PHASE_BYTES..BLOCK).contains(&alignment) && s.phase.iter().any(|&c| c > 0) {
         doc["phase"] = json!(s.phase);
     }
     // absent before in-leaf jumps (and without the re-reference extension)

@@ -1132,11 +1132,10 @@ fn snap(s: &StreamModel, off: u64, ahead: bool, align: u64, rng: &mut Pcg64Mcg) 
     let Some(phase) = draw_phase(s, rng) else {
         return Some(off / align * align);
     };
-    let below = off.checked_sub(phase).map(|o| o / BLOCK * BLOCK + phase);
     if ahead {
-        Some(below.map_or(phase, |b| if b == off { b } else { b + BLOCK }))
+        Some(off + (phase + BLOCK - off % BLOCK) % BLOCK)
     } else {
-        below
+        off.checked_sub((off + BLOCK - phase) % BLOCK)
     }
 }
 

@@ -4,6 +4,7 @@
 //! and fitted distributions.
 
 use super::hist::Hist;
+use super::history::BLOCK;
 use super::lastseen::LastSeen;
 use super::tree::{TransKey, Tree};
 use crate::rankset::RankSet;
@@ -145,12 +146,19 @@ pub struct StreamStats {
 }
 
 /// 512-byte steps in a 4 KiB block: where a random request starts inside its block.
-pub const PHASES: usize = 8;
 pub const PHASE_BYTES: u64 = 512;
+pub const PHASES: usize = (BLOCK / PHASE_BYTES) as usize;
 
 /// The 512-byte step of a 4 KiB block at which `offset` lies.
 pub fn phase_of(offset: u64) -> usize {
     (offset / PHASE_BYTES) as usize % PHASES
+}
+
+/// Adds one set of phase counts to another.
+pub(super) fn add_phases(into: &mut [u64; PHASES], from: &[u64; PHASES]) {
+    for (mine, theirs) in into.iter_mut().zip(from) {
+        *mine += theirs;
+    }
 }
 
 /// Counts a request's phase when it is random (a cold one, with re-references on).
@@ -556,9 +564,7 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
     add_counts(&mut s.leaf_visits, &o.leaf_visits);
     add_counts(&mut s.windows, &o.windows);
     s.alignment_bits = s.alignment_bits.min(o.alignment_bits);
-    for (mine, theirs) in s.phase.iter_mut().zip(o.phase) {
-        *mine += theirs;
-    }
+    add_phases(&mut s.phase, &o.phase);
     s.reuse.merge(&o.reuse);
     s.resume.merge(&o.resume);
     s.resume_reuse.merge(&o.resume_reuse);
