@@ -513,13 +513,13 @@ fn fit_model<'py>(
         let one_sequence = global_reuse || st.iter().all(|&s| s == st[0]);
         let batch = stats::Batch::new(ts, st, o, off, sz).with_group(groups);
         let fitter = if reref && one_sequence && pipeline::worth_it(ts.len()) {
-            let tracker = pipeline::trace_tracker(off, 4096);
+            let tracker = pipeline::trace_tracker(off, sz, 4096);
             let resume = resume.as_deref();
             pipeline::fit_pipelined(config, batch.with_resume(resume), tracker, 4096)
         } else {
             let reuse = reref.then(|| match global_reuse {
-                true => stats::global_stack_distances(off, 4096),
-                false => stats::stack_distances(st, off, 4096),
+                true => stats::global_stack_distances(off, sz, 4096),
+                false => stats::stack_distances(st, off, sz, 4096),
             });
             let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
             stats::fit_parallel(config, batch.with_reuse(reuse).with_resume(resume))

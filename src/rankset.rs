@@ -1,6 +1,7 @@
-//! A set of positions 0..n with rank and select, kept small enough to stay in cache: the
-//! LRU stacks of the fitter (stack distances) and of the sampler (re-reference history) mark
-//! each block's latest access at its position and ask how many marks lie above one.
+//! Sets of positions 0..n with rank and select, kept small enough to stay in cache: the
+//! miss-ratio curves' LRU stack marks each block's latest access at its position (`RankSet`);
+//! the fitter's and the sampler's stacks weigh each request by the blocks whose latest
+//! touch it is (`WeightedSet`). Both ask how much lies above a position.
 
 use crate::fenwick::Fenwick;
 
@@ -90,6 +91,81 @@ impl RankSet {
     }
 }
 
+/// Positions per chunk of a `WeightedSet`: a rank sums at most this many weights.
+const WEIGHT_CHUNK: usize = 64;
+
+/// Positions 0..n, each with a weight, with rank and select over the weights: the LRU stacks
+/// of the fitter and the sampler, whose entries are requests, each weighing the blocks whose
+/// latest touch it is (a request touches every block it overlaps, as the miss ratios count).
+#[derive(Debug, Clone)]
+pub struct WeightedSet {
+    weights: Vec<u16>,
+    /// The chunks' weight sums.
+    tree: Fenwick<i64>,
+    total: u64,
+}
+
+impl WeightedSet {
+    pub fn new(n: usize) -> WeightedSet {
+        let chunks = n.div_ceil(WEIGHT_CHUNK).max(1);
+        WeightedSet {
+            weights: vec![0; chunks * WEIGHT_CHUNK],
+            tree: Fenwick::new(chunks),
+            total: 0,
+        }
+    }
+
+    /// Adds `w` to position `p`'s weight (the sum stays below 2^16).
+    pub fn add(&mut self, p: usize, w: u16) {
+        self.weights[p] += w;
+        self.tree.add(p / WEIGHT_CHUNK, w as i64);
+        self.total += w as u64;
+    }
+
+    /// Takes `w` from position `p`'s weight (at least `w`); returns what is left.
+    pub fn take(&mut self, p: usize, w: u16) -> u16 {
+        self.weights[p] -= w;
+        self.tree.add(p / WEIGHT_CHUNK, -(w as i64));
+        self.total -= w as u64;
+        self.weights[p]
+    }
+
+    /// The weights in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The weights after position `p`: the stack distance of a block whose latest touch is
+    /// at `p` (blocks touched later).
+    pub fn after(&self, p: usize) -> u64 {
+        self.total - self.rank(p + 1)
+    }
+
+    /// The weights below position `i`.
+    pub fn rank(&self, i: usize) -> u64 {
+        let chunk = i / WEIGHT_CHUNK;
+        let within: u64 = self.weights[chunk * WEIGHT_CHUNK..i]
+            .iter()
+            .map(|&w| w as u64)
+            .sum();
+        self.tree.prefix(chunk) + within
+    }
+
+    /// The position holding the k-th unit of weight (k >= 1, at most the total).
+    pub fn select(&self, k: u64) -> usize {
+        let (chunk, mut rem) = self.tree.descend(k);
+        let mut p = chunk * WEIGHT_CHUNK;
+        loop {
+            let w = self.weights[p] as u64;
+            if w >= rem {
+                return p;
+            }
+            rem -= w;
+            p += 1;
+        }
+    }
+}
+
 /// The position of the r-th set bit (r >= 1) of a word that has at least r.
 fn select_in_word(mut x: u64, mut r: u32) -> usize {
     let mut base = 0;
@@ -114,6 +190,38 @@ mod tests {
     use rand::{RngExt, SeedableRng};
     use rand_pcg::Pcg64Mcg;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn weighted_rank_and_select_match_a_list() {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        let n = 3000;
+        let mut set = WeightedSet::new(n);
+        let mut reference = vec![0u64; n];
+        for _ in 0..20_000 {
+            let p = rng.random_range(0..n);
+            if reference[p] > 0 && rng.random_range(0..2) == 0 {
+                let w = rng.random_range(1..=reference[p]);
+                reference[p] -= w;
+                assert_eq!(set.take(p, w as u16) as u64, reference[p]);
+            } else {
+                let w = rng.random_range(1..20);
+                reference[p] += w;
+                set.add(p, w as u16);
+            }
+            let total: u64 = reference.iter().sum();
+            assert_eq!(set.total(), total);
+            let i = rng.random_range(0..=n);
+            assert_eq!(set.rank(i), reference[..i].iter().sum::<u64>());
+            let at = rng.random_range(0..n);
+            assert_eq!(set.after(at), reference[at + 1..].iter().sum::<u64>());
+            if total > 0 {
+                let k = rng.random_range(1..=total);
+                let p = set.select(k);
+                let below: u64 = reference[..p].iter().sum();
+                assert!(below < k && k <= below + reference[p], "k {k} at {p}");
+            }
+        }
+    }
 
     #[test]
     fn rank_and_select_match_a_sorted_set() {

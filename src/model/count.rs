@@ -508,7 +508,7 @@ mod tests {
         let groups: Vec<u32> = st.iter().map(|s| s % 3).collect();
         for (levels, fanout, flat) in [(2, 4, false), (4, 4, false), (3, 3, false), (2, 4, true)] {
             let lags = resume_lags(&st, &off, &sz);
-            for reuse in [None, Some(stack_distances(&st, &off, 4096))] {
+            for reuse in [None, Some(stack_distances(&st, &off, &sz, 4096))] {
                 let lag = reuse.as_ref().map(|_| &lags[..]);
                 for group in [None, Some(&groups[..])] {
                     let cfg = FitConfig {

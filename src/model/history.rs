@@ -1,28 +1,31 @@
 //! The sampler's re-reference history: the LRU stack of the blocks a synthetic stream (or all
 //! streams, with one shared history) touched, and for each leaf the positions of its requests
-//! that are still the latest touch of their block, so a re-reference finds the block of its
-//! leaf nearest to a drawn stack distance.
+//! that are still the latest touch of one of their blocks, so a re-reference finds the block
+//! of its leaf nearest to a drawn stack distance. A request touches every block it overlaps,
+//! as the fitter's distances count them (`StackTracker::next`).
 //!
-//! Every structure answers exactly what a Fenwick tree over positions and one ordered set of
-//! positions per leaf answered before (the same re-references, byte for byte), but keeps its
-//! hot part small: one bit per position with counts per 512 of them (a Fenwick tree 512 times
-//! smaller, which stays in cache), and per leaf an append-only list of positions with a bit
-//! tree of the live ones (positions only grow, so lists stay sorted without a search tree).
+//! Every structure answers what a Fenwick tree over positions and one ordered set of
+//! positions per leaf would, but keeps its hot part small: a weight per position with sums
+//! per 64 of them (a Fenwick tree 64 times smaller, which stays in cache), and per leaf an
+//! append-only list of positions with a bit tree of the live ones (positions only grow, so
+//! lists stay sorted without a search tree).
 //! Positions are 32-bit: a history holds fewer than 2^32 - 1 requests.
 
-use crate::rankset::RankSet;
+use super::stats::{key_block, weighed_blocks};
+use crate::rankset::WeightedSet;
 use rustc_hash::FxHashMap;
 
 /// Re-references count reuse of 4 KiB blocks.
 pub const BLOCK: u64 = 4096;
-/// A table of last touches is kept where the space has at most this many blocks per request
-/// of the history (so it costs at most 16 bytes a request; sparser histories use a map).
-const TABLE_BLOCKS_PER_REQUEST: u64 = 4;
+/// A table of last touches is kept where the space has at most this many blocks per block
+/// the history's requests span (so it costs at most 16 bytes each; sparser histories use a
+/// map).
+const TABLE_SLOTS_PER_BLOCK: u64 = 4;
 
 /// A stream's (or all streams') history of touched blocks.
 pub struct History {
-    /// One mark per distinct block, at the position of its latest touch.
-    latest: RankSet,
+    /// Per position, the blocks whose latest touch it is.
+    latest: WeightedSet,
     /// block -> position of its latest touch
     last: LastTouch,
     /// The requests by position (one record: a touch that moves a block finds its old one
@@ -34,10 +37,11 @@ pub struct History {
 }
 
 impl History {
-    /// A history of up to `n` requests on a space of `capacity` bytes (n below 2^32 - 1).
-    pub fn new(n: usize, capacity: u64) -> History {
+    /// A history of up to `n` requests spanning about `spans` 4 KiB blocks in all, on a
+    /// space of `capacity` bytes (n below 2^32 - 1).
+    pub fn new(n: usize, spans: u64, capacity: u64) -> History {
         let blocks = capacity / BLOCK + 1;
-        let last = if blocks <= (n as u64).saturating_mul(TABLE_BLOCKS_PER_REQUEST) {
+        let last = if blocks <= spans.saturating_mul(TABLE_SLOTS_PER_BLOCK) {
             // zeroed memory comes untouched from the kernel: pages appear as blocks are touched
             let table = vec![0u32; blocks as usize];
             advise_huge(&table);
@@ -46,7 +50,7 @@ impl History {
             LastTouch::Map(FxHashMap::default())
         };
         History {
-            latest: RankSet::new(n.max(1)),
+            latest: WeightedSet::new(n.max(1)),
             last,
             touches: {
                 let v = Vec::with_capacity(n);
@@ -58,21 +62,31 @@ impl History {
         }
     }
 
-    /// Whether the block holding `offset` was touched before.
-    pub fn seen(&self, offset: u64) -> bool {
-        self.last.get(offset / BLOCK).is_some()
+    /// Whether a request at `offset` of `size` bytes would re-reference data: whether its key
+    /// block (`key_block`) was touched before.
+    pub fn seen(&self, offset: u64, size: u32) -> bool {
+        self.last.get(key_block(offset, size, BLOCK)).is_some()
     }
 
-    /// Records the next request (position `touches.len()`), at `offset` in `leaf`.
-    pub fn touch(&mut self, offset: u64, leaf: u64) {
+    /// Records the next request (position `touches.len()`), at `offset` in `leaf`, `size`
+    /// bytes long.
+    pub fn touch(&mut self, offset: u64, size: u32, leaf: u64) {
         let pos = self.touches.len();
-        if let Some(prev) = self.last.insert(offset / BLOCK, pos as u32) {
-            let prev = prev as usize;
-            self.latest.remove(prev);
-            let old = self.touches[prev];
-            self.leaves[old.leaf as usize].live.clear(old.slot as usize);
+        let mut weight = 0u16;
+        // consecutive blocks that one old request touched last: released in one update
+        let mut run: (u32, u16) = (0, 0);
+        for b in weighed_blocks(offset, size, BLOCK) {
+            if let Some(prev) = self.last.insert(b, pos as u32) {
+                if prev != run.0 {
+                    self.release(run);
+                    run = (prev, 0);
+                }
+                run.1 += 1;
+            }
+            weight += 1;
         }
-        self.latest.insert(pos);
+        self.release(run);
+        self.latest.add(pos, weight);
         let next = self.leaves.len() as u32;
         let index = *self.leaf_index.entry(leaf).or_insert(next);
         if index == next {
@@ -86,12 +100,21 @@ impl History {
         });
     }
 
+    /// Takes `run.1` blocks from the request at position `run.0`: touched again. A request
+    /// none of whose blocks is its latest touch any more leaves its leaf's live list.
+    fn release(&mut self, (prev, blocks): (u32, u16)) {
+        if blocks > 0 && self.latest.take(prev as usize, blocks) == 0 {
+            let old = self.touches[prev as usize];
+            self.leaves[old.leaf as usize].live.clear(old.slot as usize);
+        }
+    }
+
     /// The offset of an old request of `leaf` to re-issue: of the leaf's nearest live
     /// positions on either side of the block at stack distance `dist`, the one whose distance
     /// is nearest `dist` (the older on a tie), if within `search` of it. None where the
     /// history is shallower than `dist` or the leaf has none.
     pub fn at_distance(&self, leaf: u64, dist: u64, search: u64) -> Option<u64> {
-        let marks = self.latest.len(); // distinct blocks touched so far
+        let marks = self.latest.total(); // distinct blocks touched so far
         if dist >= marks {
             return None;
         }
@@ -381,24 +404,45 @@ mod tests {
     fn short_histories_on_large_spaces_keep_a_map() {
         // many streams of a few requests each must not hold a table of the whole space
         assert!(matches!(
-            History::new(1000, 64 << 30).last,
+            History::new(1000, 1000, 64 << 30).last,
             LastTouch::Map(_)
         ));
         assert!(matches!(
-            History::new(1 << 20, 1 << 30).last,
+            History::new(1 << 20, 1 << 20, 1 << 30).last,
             LastTouch::Table(_)
         ));
         for n in [1000, 1 << 20] {
-            let mut h = History::new(n, 1 << 30);
+            let mut h = History::new(n, n as u64, 1 << 30);
             for (i, off) in [0u64, 8192, 4096 * 7, 100, 8192 + 4095]
                 .into_iter()
                 .enumerate()
             {
-                assert_eq!(h.seen(off), [false, false, false, true, true][i]);
-                h.touch(off, off / 10_000);
+                assert_eq!(h.seen(off, 1), [false, false, false, true, true][i]);
+                h.touch(off, 1, off / 10_000);
             }
-            assert_eq!(h.latest.len(), 3);
+            assert_eq!(h.latest.total(), 3);
         }
+    }
+
+    #[test]
+    fn requests_weigh_the_blocks_whose_latest_touch_they_are() {
+        let mut h = History::new(10, 40, 1 << 30);
+        h.touch(0, 16384, 0); // blocks 0-3
+        h.touch(8192, 4096, 0); // block 2 again
+        h.touch(40960, 4096, 1); // block 10
+        assert_eq!(h.latest.total(), 5);
+        assert!(h.seen(12288, 4096) && !h.seen(16384, 4096));
+        // a misaligned request is judged by the block that starts inside it (4, untouched)
+        assert!(!h.seen(12288 + 3584, 4096));
+        // blocks 2 and 10 were touched since the first request's others: at distance 2 it is
+        // re-issued whole, from its start
+        assert_eq!(h.at_distance(0, 2, 0), Some(0));
+        // all of its blocks touched again: it and the second request hold none latest, and
+        // leaf 0 has nothing to re-issue
+        h.touch(0, 16384, 1);
+        assert_eq!(h.latest.total(), 5);
+        assert_eq!(h.at_distance(0, 4, 1024), None);
+        assert_eq!(h.at_distance(1, 4, 0), Some(40960));
     }
 
     #[test]

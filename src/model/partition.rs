@@ -16,8 +16,9 @@ use rustc_hash::FxHashMap;
 
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
-/// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`.
-const MAGIC: &[u8; 8] = b"IOTWFIT6";
+/// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`,
+/// version 7 distances over every block a request overlaps (same layout, other counts).
+const MAGIC: &[u8; 8] = b"IOTWFIT7";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -58,7 +59,7 @@ impl PartitionFitter {
         }
         let (reuse, resume) = if self.fitter.config.reref {
             (
-                Some(self.distances(stream, offset)?),
+                Some(self.distances(stream, offset, size)?),
                 Some(self.lags(stream, offset, size)),
             )
         } else {
@@ -77,9 +78,14 @@ impl PartitionFitter {
             .collect()
     }
 
-    fn distances(&mut self, stream: &[u32], offset: &[u64]) -> Result<Vec<u32>, String> {
+    fn distances(
+        &mut self,
+        stream: &[u32],
+        offset: &[u64],
+        size: &[u32],
+    ) -> Result<Vec<u32>, String> {
         let mut out = Vec::with_capacity(stream.len());
-        for (&s, &o) in stream.iter().zip(offset) {
+        for (&s, (&o, &n)) in stream.iter().zip(offset.iter().zip(size)) {
             let tracker = match self.trackers.get_mut(&s) {
                 Some(t) => t,
                 None => {
@@ -90,7 +96,7 @@ impl PartitionFitter {
                     self.trackers.entry(s).or_insert(t)
                 }
             };
-            out.push(tracker.next(o / 4096));
+            out.push(tracker.next(o, n, 4096));
         }
         Ok(out)
     }
@@ -386,7 +392,7 @@ mod tests {
         let op: Vec<u8> = (0..40).map(|i| (i % 5 == 0) as u8).collect();
         let sz: Vec<u32> = (0..40).map(|i| 4096 << (i % 2)).collect();
         let off: Vec<u64> = (0..40u64).map(|i| ((i * 37) % 11) * 4096).collect();
-        let reuse = stack_distances(&st, &off, 4096);
+        let reuse = stack_distances(&st, &off, &sz, 4096);
         let resume = resume_lags(&st, &off, &sz);
         assert!(resume.iter().filter(|&&l| l > 1).count() > 5); // resumed runs across the cuts
         let mut one = Fitter::new(config(true));
@@ -428,13 +434,14 @@ mod tests {
         let off: Vec<u64> = (0..n as u64)
             .map(|i| (i.wrapping_mul(2_654_435_761) % 50_000) * 4096)
             .collect();
+        let sz: Vec<u32> = (0..n as u32).map(|i| 4096 * (1 + i % 3)).collect();
         let st = vec![0u32; n];
-        let whole = stack_distances(&st, &off, 4096);
+        let whole = stack_distances(&st, &off, &sz, 4096);
         let mut tracker = StackTracker::new(n, sample_threshold(n as u64));
         let fed: Vec<u32> = [(0, 1000), (1000, n / 2), (n / 2, n)]
             .iter()
-            .flat_map(|&(a, b)| off[a..b].to_vec())
-            .map(|o| tracker.next(o / 4096))
+            .flat_map(|&(a, b)| a..b)
+            .map(|i| tracker.next(off[i], sz[i], 4096))
             .collect();
         assert_eq!(fed, whole);
         assert!(whole.contains(&super::super::stats::REUSE_UNSAMPLED)); // it did sample

@@ -5,7 +5,9 @@
 //! the first thread counts the later half of what is left. The two fitters merge exactly
 //! (`Fitter::merge_detached`), so the statistics are one pass's.
 
-use super::stats::{sample_threshold, Batch, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN};
+use super::stats::{
+    sample_threshold, weighed_blocks, Batch, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN,
+};
 use std::sync::{mpsc, Mutex};
 
 /// How many chunks the distance pass hands to the counting thread: each chunk's counts are
@@ -29,14 +31,17 @@ pub fn worth_it(requests: usize) -> bool {
 
 /// The tracker of one sequence of accesses (the whole trace: its only stream, or all streams
 /// against one history), sampled as `stack_distances` samples a stream of its length.
-pub fn trace_tracker(offset: &[u64], block: u64) -> StackTracker {
-    let blocks = offset.iter().max().map_or(0, |&o| o / block + 1);
+pub fn trace_tracker(offset: &[u64], size: &[u32], block: u64) -> StackTracker {
+    let blocks = (offset.iter().zip(size))
+        .map(|(&o, &n)| weighed_blocks(o, n, block).end)
+        .max()
+        .unwrap_or(0);
     let n = offset.len();
     StackTracker::with_blocks(n, sample_threshold(n as u64), blocks)
 }
 
 /// The statistics of `Fitter::update` over all requests of `batch` (whose `reuse` is
-/// ignored), with distances from `tracker` fed every request's block in order
+/// ignored), with distances from `tracker` fed every request's blocks in order
 /// (`trace_tracker`).
 pub fn fit_pipelined(config: FitConfig, batch: Batch, tracker: StackTracker, block: u64) -> Fitter {
     let chunk = chunk_for(batch.len());
@@ -50,7 +55,7 @@ fn fit_in_chunks(
     block: u64,
     chunk: usize,
 ) -> Fitter {
-    let (n, offset) = (batch.len(), batch.offset);
+    let (n, offset, size) = (batch.len(), batch.offset, batch.size);
     let mut reuse = vec![0u32; n];
     let parts: Vec<&mut [u32]> = reuse.chunks_mut(chunk.max(1)).collect();
     let chunks = parts.len();
@@ -83,8 +88,8 @@ fn fit_in_chunks(
         let mut measured: Vec<&[u32]> = Vec::with_capacity(chunks);
         for (k, part) in parts.into_iter().enumerate() {
             let a = k * chunk;
-            for (d, &o) in part.iter_mut().zip(&offset[a..]) {
-                *d = tracker.next(o / block);
+            for (d, (&o, &z)) in part.iter_mut().zip(offset[a..].iter().zip(&size[a..])) {
+                *d = tracker.next(o, z, block);
             }
             let part: &[u32] = part;
             measured.push(part);
@@ -145,8 +150,8 @@ mod tests {
         };
         // one stream (per-stream distances) and several against one history (global)
         for (st, reuse) in [
-            (&one_stream, stack_distances(&one_stream, &off, 4096)),
-            (&streams, global_stack_distances(&off, 4096)),
+            (&one_stream, stack_distances(&one_stream, &off, &sz, 4096)),
+            (&streams, global_stack_distances(&off, &sz, 4096)),
         ] {
             let resume = resume_lags(st, &off, &sz);
             let mut one = Fitter::new(c);
@@ -156,7 +161,7 @@ mod tests {
                     .with_resume(Some(&resume)),
             );
             for chunk in [1000, 7_777, n, 2 * n] {
-                let tracker = trace_tracker(&off, 4096);
+                let tracker = trace_tracker(&off, &sz, 4096);
                 let r = Some(&resume[..]);
                 let f = fit_in_chunks(
                     c,

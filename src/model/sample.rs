@@ -25,7 +25,7 @@ use rand_pcg::Pcg64Mcg;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
-/// How many stack entries a re-reference may look past its drawn distance for its leaf.
+/// How many blocks of the stack a re-reference may look past its drawn distance for its leaf.
 const REREF_SEARCH: u64 = 1024;
 /// How often a cold request re-draws an offset that landed on an old block.
 const COLD_RETRIES: u32 = 4;
@@ -294,6 +294,9 @@ struct StreamModel {
     /// Where the stream's requests lay, [lo, hi): its random requests stay inside (the whole
     /// space for models from before `extent`).
     extent: (u64, u64),
+    /// 4 KiB blocks a request spans on average (by its categories' sizes): what a history of
+    /// its requests holds.
+    blocks_per_request: f64,
 }
 
 /// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
@@ -467,7 +470,7 @@ impl Sampler {
             rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id)),
             budget: s.initial.clone(),
             cur: None,
-            reref: own_history.then(|| History::new(n as usize, self.tree.capacity)),
+            reref: own_history.then(|| History::new(n as usize, s.blocks(n), self.tree.capacity)),
             recent: RecentEnds::default(),
             i: 0,
         }
@@ -487,21 +490,25 @@ impl Sampler {
                 Some(_) => n,
                 None => self.window_quotas(s, p, n).iter().map(|w| w.2).sum(),
             });
-        // what each history holds: one of all streams' requests (where any re-references),
-        // or one per stream that re-references
-        let histories: Vec<u64> = if self.global_reuse {
+        // what each history holds, (requests, blocks): one of all streams' requests (where
+        // any re-references), or one per stream that re-references
+        let held = self
+            .streams
+            .iter()
+            .zip(lengths)
+            .map(|(s, n)| (s, n, s.blocks(n)));
+        let histories: Vec<(u64, u64)> = if self.global_reuse {
             let any = self.streams.iter().any(|s| s.reuse_total > 0);
-            any.then(|| lengths.sum()).into_iter().collect()
+            let all = held.fold((0, 0), |(n, b), (_, m, c)| (n + m, b + c));
+            any.then_some(all).into_iter().collect()
         } else {
-            self.streams
-                .iter()
-                .zip(lengths)
-                .filter(|(s, _)| s.reuse_total > 0)
-                .map(|(_, n)| n)
+            held.filter(|(s, _, _)| s.reuse_total > 0)
+                .map(|(_, n, b)| (n, b))
                 .collect()
         };
-        let largest = histories.iter().copied().max().unwrap_or(0);
-        let total: u64 = histories.iter().sum();
+        let largest = histories.iter().map(|h| h.0).max().unwrap_or(0);
+        let total: u64 = histories.iter().map(|h| h.0).sum();
+        let blocks: u64 = histories.iter().map(|h| h.1).sum();
         let limit = u32::MAX as u64 - 1;
         if largest >= limit {
             return Err(format!(
@@ -512,11 +519,13 @@ impl Sampler {
                 grouped(limit)
             ));
         }
-        let need = total.saturating_mul(HISTORY_BYTES_PER_REQUEST);
+        let need = total.saturating_mul(HISTORY_BYTES_PER_REQUEST)
+            + blocks.saturating_mul(HISTORY_BYTES_PER_BLOCK);
         match available_memory() {
             Some(free) if need > free => Err(format!(
                 "{} requests need about {:.1} GiB for their re-reference histories \
-                 ({HISTORY_BYTES_PER_REQUEST} bytes a request) and {:.1} GiB are available: \
+                 ({HISTORY_BYTES_PER_REQUEST} bytes a request and {HISTORY_BYTES_PER_BLOCK} a \
+                 4 KiB block it spans) and {:.1} GiB are available: \
                  ask for fewer requests or a shorter duration, or fit without re-references \
                  (--no-reref)",
                 grouped(total),
@@ -649,7 +658,7 @@ impl Sampler {
                     self.place(s, &cat, target, recent, reref.as_ref(), None, rng)
                 };
                 if let Some(r) = reref.as_mut() {
-                    r.touch(offset, self.tree.leaf_of(offset));
+                    r.touch(offset, size, self.tree.leaf_of(offset));
                 }
                 recent.next(offset, size);
                 *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
@@ -852,7 +861,8 @@ impl Sampler {
         if cat.kind == KIND_SEQUENTIAL {
             // with one shared history, a run of new data that would overwrite others' data
             // moves on to fresh space instead (a log appends where nothing was written)
-            let new_data = |e: &u64| !self.global_reuse || reref.is_none_or(|r| !r.seen(*e));
+            let new_data =
+                |e: &u64| !self.global_reuse || reref.is_none_or(|r| !r.seen(*e, cat.size));
             if let Some(end) = prev_end.filter(|e| self.continues(*e, cat.size) && new_data(e)) {
                 return (end, own);
             }
@@ -860,7 +870,8 @@ impl Sampler {
         if cat.kind == KIND_SEQ_REREF {
             // a re-scan continues like any sequential request (sequentiality first); only
             // where it cannot does it re-reference old data elsewhere in its leaf
-            let old_data = |e: &u64| !self.global_reuse || reref.is_none_or(|r| r.seen(*e));
+            let old_data =
+                |e: &u64| !self.global_reuse || reref.is_none_or(|r| r.seen(*e, cat.size));
             if let Some(end) = prev_end.filter(|e| self.continues(*e, cat.size) && old_data(e)) {
                 return (end, own);
             }
@@ -899,7 +910,7 @@ impl Sampler {
         // a few times where the leaf is small enough for a random offset to land on old data
         if let Some(r) = reref {
             for _ in 0..COLD_RETRIES {
-                if !r.seen(off) {
+                if !r.seen(off, cat.size) {
                     break;
                 }
                 off = random_for(s, lo, hi, cat.size as u64, rng);
@@ -927,7 +938,7 @@ impl Sampler {
         // (0.81x resuming either; largest cache speedup error 5.13 against 5.09)
         let old = cat.kind == KIND_RESUME_REREF;
         let split = s.resume_reuse_total > 0 && !self.global_reuse;
-        let data = |e: u64| !split || history.is_none_or(|h| h.seen(e) == old);
+        let data = |e: u64| !split || history.is_none_or(|h| h.seen(e, cat.size) == old);
         let fits =
             |e: u64| self.tree.leaf_of(e) == target && self.continues(e, cat.size) && data(e);
         recent
@@ -956,8 +967,10 @@ impl Sampler {
 }
 
 /// Bytes a re-reference history holds per request at most: its touch record (16), its leaf's
-/// list (4, with index and flags), and the last-touch table (up to 16: 4 blocks a request).
-const HISTORY_BYTES_PER_REQUEST: u64 = 40;
+/// list (4, with index and flags) and its weight (2, with the chunk sums); and per block the
+/// requests span, the last-touch table's (up to 16: 4 slots a block touched).
+const HISTORY_BYTES_PER_REQUEST: u64 = 24;
+const HISTORY_BYTES_PER_BLOCK: u64 = 16;
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// 1234567 -> "1,234,567", for messages.
@@ -1042,7 +1055,7 @@ fn next_fresh(
     let fit = |off: u64| data.next_fit(off.div_ceil(align) * align, size, align);
     let inside = |o: &u64| o + size <= hi;
     let mut off = fit(*at);
-    while let Some(o) = off.filter(|o| inside(o) && history.is_some_and(|r| r.seen(*o))) {
+    while let Some(o) = off.filter(|o| inside(o) && history.is_some_and(|r| r.seen(*o, cat.size))) {
         off = fit(o + size.max(1));
     }
     let Some(off) = off.filter(inside) else {
@@ -1087,7 +1100,7 @@ fn jump_from(
         // a jump leaves the previous request: no overlap with it
         let clear = off >= end || off + size <= start;
         let inside = off >= lo && off + size <= hi && off != end && clear;
-        if inside && history.is_none_or(|h| !h.seen(off)) {
+        if inside && history.is_none_or(|h| !h.seen(off, size as u32)) {
             return Some(off);
         }
     }
@@ -1222,11 +1235,19 @@ struct Placer {
     frontier: FxHashMap<u64, u64>,
 }
 
+impl StreamModel {
+    /// 4 KiB blocks `n` of the stream's requests span, as a history holds them.
+    fn blocks(&self, n: u64) -> u64 {
+        (n as f64 * self.blocks_per_request).ceil() as u64
+    }
+}
+
 impl Placer {
     /// `lengths`: each stream's request count (the history's capacity).
     fn new(sampler: &Sampler, lengths: &[u64], seed: u64) -> Placer {
         let streams = &sampler.streams;
         let total = lengths.iter().sum::<u64>() as usize;
+        let blocks = streams.iter().zip(lengths).map(|(s, &n)| s.blocks(n)).sum();
         let any = streams.iter().any(|s| s.reuse_total > 0);
         Placer {
             rngs: streams
@@ -1235,7 +1256,7 @@ impl Placer {
                 .collect(),
             recent: vec![RecentEnds::default(); streams.len()],
             history: (sampler.global_reuse && any)
-                .then(|| History::new(total, sampler.tree.capacity)),
+                .then(|| History::new(total, blocks, sampler.tree.capacity)),
             frontier: FxHashMap::default(),
         }
     }
@@ -1259,7 +1280,7 @@ impl Placer {
                 .0
         };
         if let Some(r) = self.history.as_mut() {
-            r.touch(offset, sampler.tree.leaf_of(offset));
+            r.touch(offset, size, sampler.tree.leaf_of(offset));
         }
         self.recent[k].next(offset, size);
         (step.cat.op, offset, size)
@@ -1429,6 +1450,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         categories: Vec::with_capacity(n),
         node_entry: FxHashMap::default(),
     };
+    let mut weighed = (0u64, 0u64); // (blocks, requests) of the categories
     for (idx, t) in transitions.iter().enumerate() {
         let key = if flat {
             let (from, to) = (int(t, "from_leaf")?, int(t, "to_leaf")?);
@@ -1466,6 +1488,10 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
             counts.push(int(c, "count")?);
         }
         let total: u64 = counts.iter().sum();
+        for ((c, _), n) in list.iter().zip(&counts) {
+            weighed.0 += n * (c.size as u64).div_ceil(BLOCK).max(1);
+            weighed.1 += n;
+        }
         if !flat {
             add_stays(&mut rows, tree, &key, total);
         }
@@ -1476,6 +1502,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         keys.push(key);
         cats.push(list);
     }
+    let blocks_per_request = weighed.0.max(1) as f64 / weighed.1.max(1) as f64;
     let rows = dense_rows(rows, flat_rows, tree, &keys, flat, &mut b);
     for e in v
         .get("entries")
@@ -1543,6 +1570,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         jumps_behind,
         jumps_behind_total,
         extent: extent(v)?,
+        blocks_per_request,
     })
 }
 
@@ -1853,12 +1881,13 @@ mod tests {
             window_ns: 1_000_000,
             reref: true,
         };
+        let sz = vec![4096; n];
         let reuse = match global {
-            true => global_stack_distances(&off, 4096),
-            false => stack_distances(&st, &off, 4096),
+            true => global_stack_distances(&off, &sz, 4096),
+            false => stack_distances(&st, &off, &sz, 4096),
         };
         let mut f = Fitter::new(cfg);
-        f.update(Batch::new(&ts, &st, &op, &off, &vec![4096; n]).with_reuse(Some(&reuse)));
+        f.update(Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse)));
         let mut doc = finalize(&f, "auto", *ts.last().unwrap());
         if global {
             doc["reuse_scope"] = "global".into();
@@ -1923,7 +1952,7 @@ mod tests {
             window_ns: 1_000_000,
             reref,
         };
-        let reuse = stack_distances(&st, &off, 4096);
+        let reuse = stack_distances(&st, &off, &sz, 4096);
         let resume = resume_lags(&st, &off, &sz);
         let mut f = Fitter::new(cfg);
         let (reuse, resume) = (reref.then_some(&reuse[..]), reref.then_some(&resume[..]));
@@ -1969,12 +1998,12 @@ mod tests {
         let block = 4096u64;
         // the stream touched 100 blocks of leaf 0, then 120 of leaf 9 (re-scans re-read at
         // distances 192-208: into leaf 0's)
-        let mut history = History::new(220, s.tree.capacity);
+        let mut history = History::new(220, 220, s.tree.capacity);
         for b in 0..100 {
-            history.touch(b * block, 0);
+            history.touch(b * block, 4096, 0);
         }
         for b in 0..120 {
-            history.touch((9 * 125 + b) * block, 9);
+            history.touch((9 * 125 + b) * block, 4096, 9);
         }
         // open runs: one ending on new data in leaf 0 (block 110), then one in leaf 9
         let mut recent = RecentEnds::default();
@@ -2007,9 +2036,9 @@ mod tests {
         let block = 4096u64;
         // 50 blocks of history: the re-references' distances (192-208) reach past it, and the
         // only open run ends on old data, where a resumed run of new data may not go on
-        let mut history = History::new(50, s.tree.capacity);
+        let mut history = History::new(50, 50, s.tree.capacity);
         for b in 0..50 {
-            history.touch(b * block, 0);
+            history.touch(b * block, 4096, 0);
         }
         let mut recent = RecentEnds::default();
         recent.next(48 * block, block as u32);
@@ -2030,9 +2059,9 @@ mod tests {
         let s = Sampler::from_json(&interleaved_runs(true)).unwrap();
         let files = serde_json::json!([{"base": 0, "size": 8192}]);
         let data = DataMap::from_json(Some(&files)).unwrap();
-        let mut history = History::new(4, s.tree.capacity);
+        let mut history = History::new(4, 4, s.tree.capacity);
         for b in 0..3 {
-            history.touch(b * 4096, 0);
+            history.touch(b * 4096, 4096, 0);
         }
         let mut frontier = FxHashMap::default();
         // twice each: a flush (no size) once stood still past the last file, forever

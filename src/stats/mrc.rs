@@ -143,7 +143,7 @@ impl Latest {
     }
 }
 
-fn blocks_of(offset: u64, size: u32, block: u64) -> std::ops::RangeInclusive<u64> {
+pub fn blocks_of(offset: u64, size: u32, block: u64) -> std::ops::RangeInclusive<u64> {
     let first = offset / block;
     let last = (offset + size.max(1) as u64 - 1) / block;
     first..=last
