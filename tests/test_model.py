@@ -52,12 +52,17 @@ SHARED = {
 # from .025 to .058, past the issue's .05: a twin of 4 KiB requests no longer re-uses the
 # blocks its misaligned neighbours half-touched, and MSR's re-references, two in three of
 # which re-issue an old request whole, find fewer old blocks (docs/model.md). TPC-C's largest
-# went from .014 to .016.
+# went from .014 to .016. Re-references that count every block a request spans (they had
+# known only each request's first block, so a request starting inside an old, larger one was
+# new data and its twin put it on fresh blocks) took cloudPhysics from -.035 to -.042 at small
+# caches and +.224 at 50% to -.053 to -.074 and +.068 (its twin's footprint from 2.3x the
+# original's to 1.8x), MSR's largest from .058 to .042 (within the issue's .05 again),
+# Tencent's from .016 to .022 and TPC-C's from .016 to .004.
 MISS_RATIO_BOUND = {
-    "cloudPhysicsIO.vscsi": [0.045, 0.045, 0.045, 0.045, 0.045, 0.25],
-    "msr_hm0_excerpt.csv": [0.06] * 6,
+    "cloudPhysicsIO.vscsi": [0.08] * 6,
+    "msr_hm0_excerpt.csv": [0.05] * 6,
     "tencent_cbs_excerpt.csv.bz2": [0.05] * 6,
-    "tpcc_small.disksim": [0.02] * 6,
+    "tpcc_small.disksim": [0.01] * 6,
 }
 
 
@@ -126,7 +131,7 @@ LONG_RUNS = {
     "cloudPhysicsIO.vscsi": (0.1553, 0.0041),
     "msr_hm0_excerpt.csv": (0.0, 0.0),
     "tencent_cbs_excerpt.csv.bz2": (0.0196, 0.0071),
-    "tpcc_small.disksim": (0.0081, 0.0020),
+    "tpcc_small.disksim": (0.0081, 0.0041),
 }
 
 
@@ -142,11 +147,13 @@ def test_long_sequential_runs_are_reported(twins: dict, name: str) -> None:
 # requests kept their stream's phase, the twins (levels 2, seed 7) were .704 (cloudPhysics),
 # .781 (MSR), .217 (Tencent) and .639 (TPC-C) from the originals, as far as the uniform
 # baseline. cloudPhysics keeps .137: 15.6% of its requests start 2,048 bytes into a block, 2%
-# of its twin's (its sequential and re-referencing requests inherit their phase).
+# of its twin's (its sequential and re-referencing requests inherit their phase). Since
+# re-references count every block a request spans, fewer requests are random (cold), so the
+# phase counts rest on fewer of them: cloudPhysics .140, MSR .020, Tencent .012.
 PHASE_BOUND = {
-    "cloudPhysicsIO.vscsi": 0.14,
-    "msr_hm0_excerpt.csv": 0.02,
-    "tencent_cbs_excerpt.csv.bz2": 0.01,
+    "cloudPhysicsIO.vscsi": 0.15,
+    "msr_hm0_excerpt.csv": 0.03,
+    "tencent_cbs_excerpt.csv.bz2": 0.015,
     "tpcc_small.disksim": 0.01,
 }
 
@@ -174,20 +181,11 @@ def test_twin_miss_ratios_and_uniform_baseline(twins: dict, name: str) -> None:
     assert twin_loc < base_loc
 
 
-TPCC_CACHES = pytest.mark.xfail(
-    strict=True,
-    reason="TPC-C barely re-uses data (its log device aside), so the uniform baseline is within "
-    ".01 of the original's miss ratio at every size (sum .038); the twins' sums average .047 "
-    "over seeds 0-11 (.0405 before failed re-references and resumes landed by in-leaf jumps "
-    "and small categories' gaps could be gamma; seed 7 had passed by chance at .035)",
-)
-
-
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=TPCC_CACHES) if n == "tpcc_small.disksim" else n for n in SHARED],
-)
+@pytest.mark.parametrize("name", list(SHARED))
 def test_twin_caches_closer_than_the_uniform_baseline(twins: dict, name: str) -> None:
+    """TPC-C barely re-uses data (its log device aside): the uniform baseline's miss ratios
+    are .038 from the original's in all. Its twins' were .047 on average over seeds 0-11, until
+    re-references counted every block a request spans: now .009 to .019."""
     _, _, report, uniform = twins[name]
     twin_mr = sum(v["deviation"] for v in metrics(report, "miss_ratio").values())
     base_mr = sum(v["deviation"] for v in metrics(uniform, "miss_ratio").values())
