@@ -166,6 +166,32 @@ impl WeightedSet {
     }
 }
 
+/// Blocks touched again, grouped by the request that held them last: the consecutive blocks
+/// of one old request (a re-read of it) leave its weight in one update, not one a block.
+#[derive(Default)]
+pub struct Retouched {
+    run: Option<(u32, u16)>,
+}
+
+impl Retouched {
+    /// Counts one block that position `p` held; returns the run (position, blocks) this
+    /// ends, if it ends one.
+    pub fn push(&mut self, p: u32) -> Option<(u32, u16)> {
+        match &mut self.run {
+            Some((q, n)) if *q == p => {
+                *n += 1;
+                None
+            }
+            run => run.replace((p, 1)),
+        }
+    }
+
+    /// The last run, if any.
+    pub fn finish(self) -> Option<(u32, u16)> {
+        self.run
+    }
+}
+
 /// The position of the r-th set bit (r >= 1) of a word that has at least r.
 fn select_in_word(mut x: u64, mut r: u32) -> usize {
     let mut base = 0;

@@ -12,7 +12,7 @@
 //! Positions are 32-bit: a history holds fewer than 2^32 - 1 requests.
 
 use super::stats::{key_block, weighed_blocks};
-use crate::rankset::WeightedSet;
+use crate::rankset::{Retouched, WeightedSet};
 use rustc_hash::FxHashMap;
 
 /// Re-references count reuse of 4 KiB blocks.
@@ -72,20 +72,18 @@ impl History {
     /// bytes long.
     pub fn touch(&mut self, offset: u64, size: u32, leaf: u64) {
         let pos = self.touches.len();
-        let mut weight = 0u16;
-        // consecutive blocks that one old request touched last: released in one update
-        let mut run: (u32, u16) = (0, 0);
-        for b in weighed_blocks(offset, size, BLOCK) {
-            if let Some(prev) = self.last.insert(b, pos as u32) {
-                if prev != run.0 {
-                    self.release(run);
-                    run = (prev, 0);
-                }
-                run.1 += 1;
+        let blocks = weighed_blocks(offset, size, BLOCK);
+        let weight = (blocks.end - blocks.start) as u16;
+        let mut retouched = Retouched::default();
+        for b in blocks {
+            let prev = self.last.insert(b, pos as u32);
+            if let Some(run) = prev.and_then(|p| retouched.push(p)) {
+                self.release(run);
             }
-            weight += 1;
         }
-        self.release(run);
+        if let Some(run) = retouched.finish() {
+            self.release(run);
+        }
         self.latest.add(pos, weight);
         let next = self.leaves.len() as u32;
         let index = *self.leaf_index.entry(leaf).or_insert(next);
@@ -100,10 +98,10 @@ impl History {
         });
     }
 
-    /// Takes `run.1` blocks from the request at position `run.0`: touched again. A request
-    /// none of whose blocks is its latest touch any more leaves its leaf's live list.
+    /// Takes `blocks` from the request at position `prev`: touched again. A request none of
+    /// whose blocks is its latest touch any more leaves its leaf's live list.
     fn release(&mut self, (prev, blocks): (u32, u16)) {
-        if blocks > 0 && self.latest.take(prev as usize, blocks) == 0 {
+        if self.latest.take(prev as usize, blocks) == 0 {
             let old = self.touches[prev as usize];
             self.leaves[old.leaf as usize].live.clear(old.slot as usize);
         }

@@ -7,7 +7,7 @@ use super::hist::Hist;
 use super::history::BLOCK;
 use super::lastseen::LastSeen;
 use super::tree::{TransKey, Tree};
-use crate::rankset::WeightedSet;
+use crate::rankset::{Retouched, WeightedSet};
 use rustc_hash::FxHashMap;
 
 /// How a request relates to the stream's previous ones.
@@ -819,8 +819,7 @@ impl StackTracker {
         let pos = self.sampled;
         let mut weight = 0u16;
         let mut distance = u32::MAX;
-        // consecutive blocks that one old request touched last: released in one update
-        let mut run: (u32, u16) = (u32::MAX, 0);
+        let mut retouched = Retouched::default();
         let key = key_block(offset, size, block);
         let rest = weighed_blocks(offset, size, block).filter(|&b| b != key);
         for b in std::iter::once(key).chain(rest) {
@@ -838,28 +837,22 @@ impl StackTracker {
                     None => u32::MAX,
                 };
             }
-            if let Some(p) = prev.filter(|&p| p != u32::MAX) {
-                if p != run.0 {
-                    self.release(run);
-                    run = (p, 0);
-                }
-                run.1 += 1;
+            if let Some(run) = prev
+                .filter(|&p| p != u32::MAX)
+                .and_then(|p| retouched.push(p))
+            {
+                self.marks.take(run.0 as usize, run.1);
             }
             weight += in_sample as u16;
         }
-        self.release(run);
+        if let Some(run) = retouched.finish() {
+            self.marks.take(run.0 as usize, run.1);
+        }
         if weight > 0 {
             self.marks.add(pos, weight);
             self.sampled += 1;
         }
         distance
-    }
-
-    /// Takes `run.1` blocks from position `run.0`'s weight: they were touched again.
-    fn release(&mut self, run: (u32, u16)) {
-        if run.1 > 0 {
-            self.marks.take(run.0 as usize, run.1);
-        }
     }
 }
 
