@@ -9,6 +9,7 @@ pub mod codec;
 pub mod columns;
 pub mod engine;
 pub mod fenwick;
+pub mod hugepages;
 pub mod model;
 pub mod rankset;
 pub mod readers;

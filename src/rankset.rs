@@ -108,8 +108,10 @@ pub struct WeightedSet {
 impl WeightedSet {
     pub fn new(n: usize) -> WeightedSet {
         let chunks = n.div_ceil(WEIGHT_CHUNK).max(1);
+        let weights = vec![0; chunks * WEIGHT_CHUNK];
+        crate::hugepages::advise(&weights);
         WeightedSet {
-            weights: vec![0; chunks * WEIGHT_CHUNK],
+            weights,
             tree: Fenwick::new(chunks),
             total: 0,
         }

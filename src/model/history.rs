@@ -44,7 +44,7 @@ impl History {
         let last = if blocks <= spans.saturating_mul(TABLE_SLOTS_PER_BLOCK) {
             // zeroed memory comes untouched from the kernel: pages appear as blocks are touched
             let table = vec![0u32; blocks as usize];
-            advise_huge(&table);
+            crate::hugepages::advise(&table);
             LastTouch::Table(table)
         } else {
             LastTouch::Map(FxHashMap::default())
@@ -54,7 +54,7 @@ impl History {
             last,
             touches: {
                 let v = Vec::with_capacity(n);
-                advise_huge(&v);
+                crate::hugepages::advise(&v);
                 v
             },
             leaf_index: FxHashMap::default(),
@@ -131,30 +131,6 @@ impl History {
             .map(|(_, pos)| self.touches[pos].offset)
     }
 }
-
-/// Asks the kernel to back a large vector's memory (its capacity) with huge pages: the history
-/// is read at random positions, and with 4 KiB pages nearly every such read also missed the
-/// TLB (a page walk, costly in a VM). Only a hint, given before the pages are touched: where
-/// the kernel declines, nothing changes.
-fn advise_huge<T>(v: &Vec<T>) {
-    let bytes = v.capacity() * std::mem::size_of::<T>();
-    if bytes < HUGE_MIN {
-        return;
-    }
-    let start = (v.as_ptr() as usize).next_multiple_of(PAGE);
-    let end = (v.as_ptr() as usize + bytes) & !(PAGE - 1);
-    if end > start {
-        // SAFETY: the range lies inside the vector's own allocation; madvise only hints how
-        // to back it and neither reads nor moves memory.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
-    }
-}
-
-const PAGE: usize = 4096;
-/// Vectors from this size on ask for huge pages (2 MiB each).
-const HUGE_MIN: usize = 8 << 20;
 
 /// One request of the history: its offset, its leaf's list and its slot there.
 #[derive(Clone, Copy)]

@@ -22,7 +22,9 @@ impl LastSeen {
             .saturating_mul(4)
             .saturating_add(TABLE_SLACK);
         if blocks <= limit {
-            LastSeen::Table(vec![NEVER; blocks as usize])
+            let table = vec![NEVER; blocks as usize];
+            crate::hugepages::advise(&table);
+            LastSeen::Table(table)
         } else {
             LastSeen::Map(FxHashMap::default())
         }
