@@ -6,7 +6,7 @@
 //! (`Fitter::merge_detached`), so the statistics are one pass's.
 
 use super::stats::{
-    sample_threshold, weighed_blocks, Batch, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN,
+    blocks_below, sample_threshold, Batch, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN,
 };
 use std::sync::{mpsc, Mutex};
 
@@ -32,10 +32,7 @@ pub fn worth_it(requests: usize) -> bool {
 /// The tracker of one sequence of accesses (the whole trace: its only stream, or all streams
 /// against one history), sampled as `stack_distances` samples a stream of its length.
 pub fn trace_tracker(offset: &[u64], size: &[u32], block: u64) -> StackTracker {
-    let blocks = (offset.iter().zip(size))
-        .map(|(&o, &n)| weighed_blocks(o, n, block).end)
-        .max()
-        .unwrap_or(0);
+    let blocks = blocks_below(offset.iter().copied().zip(size.iter().copied()), block);
     let n = offset.len();
     StackTracker::with_blocks(n, sample_threshold(n as u64), blocks)
 }

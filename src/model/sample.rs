@@ -299,6 +299,13 @@ struct StreamModel {
     blocks_per_request: f64,
 }
 
+impl StreamModel {
+    /// 4 KiB blocks `n` of the stream's requests span, as a history holds them.
+    fn blocks(&self, n: u64) -> u64 {
+        (n as f64 * self.blocks_per_request).ceil() as u64
+    }
+}
+
 /// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
 type Buckets = Vec<(u64, u64, u64)>;
 
@@ -1233,13 +1240,6 @@ struct Placer {
     history: Option<History>,
     /// Per leaf, where new data goes next (`next_fresh`).
     frontier: FxHashMap<u64, u64>,
-}
-
-impl StreamModel {
-    /// 4 KiB blocks `n` of the stream's requests span, as a history holds them.
-    fn blocks(&self, n: u64) -> u64 {
-        (n as f64 * self.blocks_per_request).ceil() as u64
-    }
 }
 
 impl Placer {

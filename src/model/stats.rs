@@ -715,7 +715,7 @@ pub const EXACT_REQUESTS: usize = 1 << 21;
 const SAMPLE_SPACE: u64 = 1 << 24;
 
 /// LRU stack distances of each request within its stream, at `block`-byte granularity of the
-/// request's first block: the number of distinct blocks the stream touched since it last
+/// request's key block (`key_block`): the number of distinct blocks the stream touched since it last
 /// touched this one (u32::MAX when never), where a request touches every block it overlaps.
 ///
 /// Whether a block was touched before is always exact. The distance is exact (a rank set
@@ -742,15 +742,14 @@ pub fn stack_distances(stream: &[u32], offset: &[u64], size: &[u32], block: u64)
 }
 
 /// LRU stack distances of each request against the GLOBAL history (all streams, time order),
-/// at `block`-byte granularity of the request's first block: a request re-references a block
+/// at `block`-byte granularity of the request's key block: a request re-references a block
 /// when any stream touched it before. Sampled as `stack_distances` samples one long stream.
 /// Each stream keeps the histogram of its own requests' global distances, so the sampler can
 /// re-issue blocks other streams touched (database backends read pages others wrote).
 pub fn global_stack_distances(offset: &[u64], size: &[u32], block: u64) -> Vec<u32> {
     let mut out = vec![u32::MAX; offset.len()];
     let idx: Vec<usize> = (0..offset.len()).collect();
-    let threshold =
-        (SAMPLE_SPACE * EXACT_REQUESTS as u64 / idx.len().max(1) as u64).min(SAMPLE_SPACE);
+    let threshold = sample_threshold(idx.len() as u64);
     stream_distances(&idx, (offset, size), block, threshold, &mut out);
     out
 }
@@ -762,15 +761,20 @@ fn stream_distances(
     threshold: u64,
     out: &mut [u32],
 ) {
-    let blocks = idx
-        .iter()
-        .map(|&i| weighed_blocks(offset[i], size[i], block).end)
-        .max()
-        .unwrap_or(0);
+    let blocks = blocks_below(idx.iter().map(|&i| (offset[i], size[i])), block);
     let mut tracker = StackTracker::with_blocks(idx.len(), threshold, blocks);
     for &i in idx {
         out[i] = tracker.next(offset[i], size[i], block);
     }
+}
+
+/// One past the last block any of the requests (offset, size) weighs: the size of a table
+/// of their blocks' last touches.
+pub fn blocks_below(requests: impl Iterator<Item = (u64, u32)>, block: u64) -> u64 {
+    requests
+        .map(|(o, n)| weighed_blocks(o, n, block).end)
+        .max()
+        .unwrap_or(0)
 }
 
 /// The sampling threshold `stack_distances` uses for a stream of `requests` requests.
