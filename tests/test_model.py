@@ -630,3 +630,41 @@ def test_file_level_twin_keeps_each_files_requests(scope: str) -> None:
     got = Counter(layout[i]["path"] for i in fid)
     for f, n in Counter(trace.df["file"].to_list()).items():
         assert got[f"/db/f{f}"] == pytest.approx(n, abs=5)
+
+
+def _window_stretches(df: pl.DataFrame, window_ns: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """(stream, window) -> (first, last) request time."""
+    per = df.group_by("stream", (pl.col("ts_ns") // window_ns).alias("w")).agg(
+        pl.col("ts_ns").min().alias("first"), pl.col("ts_ns").max().alias("last")
+    )
+    return {(s, w): (a, b) for s, w, a, b in per.iter_rows()}
+
+
+def test_streams_keep_their_active_stretch_of_each_window() -> None:
+    """pgbench's processes take turns inside the fluctuation windows (the checkpointer-like
+    stream writes in the first window's first three quarters, the clients start after it,
+    the WAL writer works only at the last window's end). The model keeps each stream's first
+    and last request of each window, and the twin spreads that window's requests over the
+    stretch in between, not over the whole window: every twin request lies inside its
+    stream's stretch of its window."""
+    trace = iotwin.load_trace(Path(__file__).parent.parent / "samples" / "pgbench.parquet")
+    model = fit(trace)
+    window_ns = model.doc["window_ns"]
+    span_ns = model.doc["span_ns"]
+    original = _window_stretches(trace.df, window_ns)
+    wal = max(model.streams, key=lambda s: s["window_spans"][-2][0])
+    # its stretch of the last full window: the last fifth, as the original's requests say
+    first, last = original[(wal["id"], len(wal["windows"]) - 2)]
+    start = (len(wal["windows"]) - 2) * window_ns
+    assert wal["window_spans"][-2] == pytest.approx(
+        [(first - start) / window_ns, (last - start) / window_ns], abs=1e-4
+    )
+    assert wal["window_spans"][-2][0] > 0.75
+    twin = model.synth(requests=trace.df.height, seed=SEED)
+    slack = 2e-4 * window_ns  # the fractions' 4 decimals, and rounding to the nanosecond
+    outside = 0
+    for (stream, w), (a, b) in _window_stretches(twin.df, window_ns).items():
+        lo, hi = original[(stream, w)]
+        outside += a < lo - slack or b > hi + slack
+    assert outside == 0
+    assert twin.df["ts_ns"].max() <= span_ns

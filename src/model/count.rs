@@ -7,8 +7,9 @@
 
 use super::hist::Hist;
 use super::stats::{
-    add_distances, add_jump, add_phase, add_phases, category_of, leaf_jump, Batch, Category,
-    FitConfig, Fitter, IatStats, Last, StreamStats, FLAT_DEPTH, MAX_ALIGN_BITS, PHASES,
+    add_distances, add_jump, add_phase, add_phases, add_windows, category_of, leaf_jump, Batch,
+    Category, FitConfig, Fitter, IatStats, Last, StreamStats, WindowStats, FLAT_DEPTH,
+    MAX_ALIGN_BITS, PHASES,
 };
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
@@ -156,10 +157,11 @@ struct KeyCounts {
     visits: Counts,
     /// by depth * leaves + landing leaf
     entries: Counts,
-    /// the current window and its count so far (requests come in time order), then the rest
+    /// the current window and its requests so far (requests come in time order), then the
+    /// rest
     window: i64,
-    window_count: u64,
-    windows: FxHashMap<i64, u64>,
+    window_now: Option<WindowStats>,
+    windows: FxHashMap<i64, WindowStats>,
     slots: Slots,
     trans: Vec<(TransKey, u64)>,
     cats: FxHashMap<(u32, Category), u32>,
@@ -202,7 +204,7 @@ impl KeyCounts {
             visits: Counts::new(Some(leaves), budget),
             entries: Counts::new(entry_cells, budget),
             window: i64::MIN,
-            window_count: 0,
+            window_now: None,
             windows: FxHashMap::default(),
             slots,
             trans: Vec::new(),
@@ -220,18 +222,21 @@ impl KeyCounts {
     }
 
     #[inline]
-    fn count_window(&mut self, w: i64) {
+    fn count_window(&mut self, w: i64, ts: i64) {
         if w != self.window {
             self.close_window();
             self.window = w;
         }
-        self.window_count += 1;
+        match &mut self.window_now {
+            Some(now) => now.merge(&WindowStats::at(ts)),
+            None => self.window_now = Some(WindowStats::at(ts)),
+        }
     }
 
     fn close_window(&mut self) {
-        if self.window_count > 0 {
-            *self.windows.entry(self.window).or_insert(0) += self.window_count;
-            self.window_count = 0;
+        if let Some(now) = self.window_now.take() {
+            let w = self.windows.entry(self.window);
+            w.and_modify(|mine| mine.merge(&now)).or_insert(now);
         }
     }
 
@@ -308,9 +313,7 @@ impl KeyCounts {
                 .entry(((i / leaves) as u32, i % leaves))
                 .or_insert(0) += c;
         }
-        for (w, c) in self.windows {
-            *s.windows.entry(w).or_insert(0) += c;
-        }
+        add_windows(&mut s.windows, &self.windows);
         for (k, c) in &self.trans {
             s.transitions.entry(*k).or_default().count += c;
         }
@@ -396,7 +399,7 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
         c.lo = c.lo.min(r.offset);
         c.hi = c.hi.max(r.offset + r.size as u64);
         c.visits.add(leaf);
-        c.count_window(r.ts / window_ns);
+        c.count_window(r.ts / window_ns, r.ts);
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(&cfg, &r, &mut c.resume, &mut c.resume_reuse, &mut c.reuse);
         let cat = category_of(&cfg, &r, lane.last);

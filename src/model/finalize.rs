@@ -6,8 +6,8 @@ use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
 use super::history::BLOCK;
 use super::stats::{
-    Category, Fitter, StreamStats, TransStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF, KIND_RESUME,
-    KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
+    Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF,
+    KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
 };
 use super::tree::TransKey;
 use serde_json::{json, Map, Value};
@@ -82,12 +82,16 @@ fn category_json(c: &Category, count: u64, total: u64, iat: Value) -> Value {
 pub fn finalize(f: &Fitter, iat_family: &str, span_ns: i64) -> Value {
     let cfg = f.config;
     let total: u64 = f.streams.values().map(|s| s.requests).sum();
-    let windows = (span_ns / cfg.window_ns.max(1) + 1).max(1);
+    let windows = Windows {
+        count: (span_ns / cfg.window_ns.max(1) + 1).max(1) as usize,
+        window_ns: cfg.window_ns.max(1),
+        span_ns,
+    };
     let mut ids: Vec<u32> = f.streams.keys().copied().collect();
     ids.sort_unstable();
     let streams: Vec<Value> = ids
         .iter()
-        .map(|id| stream_json(*id, &f.streams[id], total, windows, iat_family))
+        .map(|id| stream_json(*id, &f.streams[id], total, &windows, iat_family))
         .collect();
     let mut doc = json!({
         "format": "iotwin-model",
@@ -159,13 +163,54 @@ fn transitions_json(s: &StreamStats, iat_family: &str) -> Vec<Value> {
     })
 }
 
-fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &str) -> Value {
-    let transitions = transitions_json(s, iat_family);
-    let mut window_counts = vec![0u64; windows as usize];
-    for (&w, &c) in &s.windows {
-        let i = (w.max(0) as usize).min(window_counts.len() - 1);
-        window_counts[i] += c;
+/// The trace's fluctuation windows.
+struct Windows {
+    count: usize,
+    window_ns: i64,
+    span_ns: i64,
+}
+
+impl Windows {
+    /// A stream's requests per window, and per window the stretch between its first and
+    /// last request as fractions of the window ([0, 1] where it has none); requests past the
+    /// last window count in it.
+    fn of(&self, s: &StreamStats) -> (Vec<u64>, Vec<[f64; 2]>) {
+        let mut merged: Vec<Option<WindowStats>> = vec![None; self.count];
+        for (&w, x) in &s.windows {
+            let slot = &mut merged[(w.max(0) as usize).min(self.count - 1)];
+            match slot {
+                Some(mine) => mine.merge(x),
+                None => *slot = Some(*x),
+            }
+        }
+        let counts = merged.iter().map(|x| x.map_or(0, |x| x.count)).collect();
+        let spans = merged
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let start = i as i64 * self.window_ns;
+                let len = (self.span_ns - start).clamp(0, self.window_ns);
+                match x {
+                    Some(x) if len > 0 => {
+                        let at = |t: i64| round4(((t - start) as f64 / len as f64).clamp(0.0, 1.0));
+                        [at(x.first), at(x.last)]
+                    }
+                    _ => [0.0, 1.0],
+                }
+            })
+            .collect();
+        (counts, spans)
     }
+}
+
+/// Rounded to 4 decimals: a window's stretch needs no more (and the model stays readable).
+fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+fn stream_json(id: u32, s: &StreamStats, total: u64, w: &Windows, iat_family: &str) -> Value {
+    let transitions = transitions_json(s, iat_family);
+    let (window_counts, window_spans) = w.of(s);
     let mut entries: Vec<_> = s.entries.iter().map(|(&(d, q), &c)| (d, q, c)).collect();
     entries.sort_unstable();
     let mut leaves: Vec<_> = s.leaf_visits.iter().map(|(&l, &c)| (l, c)).collect();
@@ -193,6 +238,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
         "alignment": alignment,
         "first": first,
         "windows": window_counts,
+        "window_spans": window_spans,
         "leaves": leaves.iter().map(|&(l, c)| json!([l, c])).collect::<Vec<_>>(),
         "entries": entries.iter().map(|&(d, q, c)| json!([d, q, c])).collect::<Vec<_>>(),
         "reuse": buckets(&s.reuse),
@@ -222,4 +268,35 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, windows: i64, iat_family: &
         }
     }
     doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_spans_are_fractions_of_each_window() {
+        // windows of 100 ns over a 250 ns trace: 0-99, 100-199, 200-250 (50 ns long)
+        let w = Windows {
+            count: 3,
+            window_ns: 100,
+            span_ns: 250,
+        };
+        let mut s = StreamStats::default();
+        for (win, first, last, count) in [(0, 20, 80, 3), (2, 210, 240, 2), (2, 205, 220, 1)] {
+            let x = WindowStats { count, first, last };
+            s.windows
+                .entry(win)
+                .and_modify(|m| m.merge(&x))
+                .or_insert(x);
+        }
+        let (counts, spans) = w.of(&s);
+        assert_eq!(counts, vec![3, 0, 3]);
+        assert_eq!(spans, vec![[0.2, 0.8], [0.0, 1.0], [0.1, 0.8]]);
+        // requests past the last window count in it
+        let late = WindowStats::at(260);
+        s.windows.insert(5, late);
+        let (counts, spans) = w.of(&s);
+        assert_eq!((counts[2], spans[2]), (4, [0.1, 1.0]));
+    }
 }

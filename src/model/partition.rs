@@ -8,7 +8,7 @@
 use super::hist::Hist;
 use super::stats::{
     sample_threshold, Batch, Category, FitConfig, Fitter, IatStats, Last, RecentEnds, Request,
-    StackTracker, StreamStats, TransStats,
+    StackTracker, StreamStats, TransStats, WindowStats,
 };
 use super::tree::{TransKey, Tree};
 use crate::codec::{put_i64, put_u128, put_u32, put_u64, Reader};
@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
 /// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`,
 /// version 7 distances over every block a request overlaps (same layout, other counts).
-const MAGIC: &[u8; 8] = b"IOTWFIT7";
+const MAGIC: &[u8; 8] = b"IOTWFIT8";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -262,9 +262,11 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
         put_u64(w, c);
     }
     put_u64(w, s.windows.len() as u64);
-    for (&win, &c) in &s.windows {
+    for (&win, x) in &s.windows {
         put_i64(w, win);
-        put_u64(w, c);
+        put_u64(w, x.count);
+        put_i64(w, x.first);
+        put_i64(w, x.last);
     }
     put_u32(w, s.alignment_bits);
     for &c in &s.phase {
@@ -352,7 +354,9 @@ impl FitReader for Reader<'_> {
         }
         for _ in 0..self.len(1)? {
             let win = self.i64()?;
-            s.windows.insert(win, self.u64()?);
+            let count = self.u64()?;
+            let (first, last) = (self.i64()?, self.i64()?);
+            s.windows.insert(win, WindowStats { count, first, last });
         }
         s.alignment_bits = self.u32()?;
         for c in &mut s.phase {

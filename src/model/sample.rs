@@ -297,6 +297,9 @@ struct StreamModel {
     /// 4 KiB blocks a request spans on average (by its categories' sizes): what a history of
     /// its requests holds.
     blocks_per_request: f64,
+    /// When in each fluctuation window the stream is active, as fractions of the window:
+    /// its first and last request (none: the whole window).
+    spans: Vec<(f64, f64)>,
 }
 
 impl StreamModel {
@@ -606,15 +609,20 @@ impl Sampler {
                     len = lim - t;
                 }
             }
+            // the stream's requests fill its active stretch of the window
+            let (lo, hi) = s.spans.get(w).copied().unwrap_or((0.0, 1.0));
+            let active = |len: f64| (t + lo * len, (hi - lo) * len);
             if p.requests.is_some() && done + quota >= n {
                 let left = n - done;
                 if quota > 0 {
                     len *= left as f64 / quota as f64;
                 }
-                out.push((t, len, left));
+                let (start, len) = active(len);
+                out.push((start, len, left));
                 break;
             }
-            out.push((t, len, quota));
+            let (start, len) = active(len);
+            out.push((start, len, quota));
             done += quota;
             t += lengths[w];
             if j > 1_000_000_000 {
@@ -1571,7 +1579,28 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         jumps_behind_total,
         extent: extent(v)?,
         blocks_per_request,
+        spans: spans(v)?,
     })
+}
+
+/// A stream's `window_spans`: per window, [first, last] as fractions of the window (absent
+/// in models from before them: whole windows).
+fn spans(v: &Value) -> Result<Vec<(f64, f64)>, Err> {
+    let Some(list) = v.get("window_spans").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    list.iter()
+        .enumerate()
+        .map(|(w, p)| {
+            let at = |i: usize| p.get(i).and_then(Value::as_f64);
+            match (at(0), at(1)) {
+                (Some(lo), Some(hi)) if (0.0..=hi).contains(&lo) && hi <= 1.0 => Ok((lo, hi)),
+                _ => Err(format!(
+                    "'window_spans' window {w}: expected [first, last] in 0..1"
+                )),
+            }
+        })
+        .collect()
 }
 
 /// A stream's `extent` [lo, hi] (the whole space when absent).

@@ -123,8 +123,9 @@ pub struct StreamStats {
     /// (depth of the transition that entered, landing leaf) -> count: entry distributions.
     pub entries: FxHashMap<(u32, u64), u64>,
     pub leaf_visits: FxHashMap<u64, u64>,
-    /// Requests per fluctuation window (window index from the trace's first request).
-    pub windows: FxHashMap<i64, u64>,
+    /// Per fluctuation window (index from the trace's first request): its requests and
+    /// when the first and last came.
+    pub windows: FxHashMap<i64, WindowStats>,
     /// Largest power of two (up to 1 MiB) dividing every offset: random offsets keep it.
     pub alignment_bits: u32,
     /// Where the random requests start inside their 4 KiB block, in 512-byte steps
@@ -143,6 +144,45 @@ pub struct StreamStats {
     pub bytes: u64,
     /// The stream's smallest offset and largest end (`extent`).
     pub extent: Option<(u64, u64)>,
+}
+
+/// A stream's requests in one fluctuation window, and the times of its first and last:
+/// the twin keeps each window's count and its stream's active stretch of the window (a
+/// process that works only at a window's end does not interleave with the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowStats {
+    pub count: u64,
+    pub first: i64,
+    pub last: i64,
+}
+
+impl WindowStats {
+    /// One request at `ts`.
+    pub fn at(ts: i64) -> WindowStats {
+        WindowStats {
+            count: 1,
+            first: ts,
+            last: ts,
+        }
+    }
+
+    pub fn merge(&mut self, o: &WindowStats) {
+        self.count += o.count;
+        self.first = self.first.min(o.first);
+        self.last = self.last.max(o.last);
+    }
+}
+
+/// Adds one stream's windows to another's.
+pub(super) fn add_windows(
+    into: &mut FxHashMap<i64, WindowStats>,
+    from: &FxHashMap<i64, WindowStats>,
+) {
+    for (w, x) in from {
+        into.entry(*w)
+            .and_modify(|mine| mine.merge(x))
+            .or_insert(*x);
+    }
 }
 
 /// 512-byte steps in a 4 KiB block: where a random request starts inside its block.
@@ -460,7 +500,11 @@ impl Fitter {
         s.bytes += r.size as u64;
         s.extent = union_extent(s.extent, Some((r.offset, r.offset + r.size as u64)));
         *s.leaf_visits.entry(leaf).or_insert(0) += 1;
-        *s.windows.entry(r.ts / cfg.window_ns.max(1)).or_insert(0) += 1;
+        let one = WindowStats::at(r.ts);
+        s.windows
+            .entry(r.ts / cfg.window_ns.max(1))
+            .and_modify(|w| w.merge(&one))
+            .or_insert(one);
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(&cfg, r, &mut s.resume, &mut s.resume_reuse, &mut s.reuse);
         let cat = category_of(&cfg, r, last);
@@ -562,7 +606,7 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
     }
     add_counts(&mut s.entries, &o.entries);
     add_counts(&mut s.leaf_visits, &o.leaf_visits);
-    add_counts(&mut s.windows, &o.windows);
+    add_windows(&mut s.windows, &o.windows);
     s.alignment_bits = s.alignment_bits.min(o.alignment_bits);
     add_phases(&mut s.phase, &o.phase);
     s.reuse.merge(&o.reuse);
