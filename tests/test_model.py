@@ -668,3 +668,17 @@ def test_streams_keep_their_active_stretch_of_each_window() -> None:
         outside += a < lo - slack or b > hi + slack
     assert outside == 0
     assert twin.df["ts_ns"].max() <= span_ns
+
+
+def test_a_stream_alone_fills_whole_windows(twins: dict) -> None:
+    """One stream takes no turns: its stretches would only cut its windows' idle edges,
+    which its gaps already hold (MSR's whatif-levels mean moved from +0.7% to +3.4% with
+    them), so its twin ignores them and is the twin of a model without them."""
+    trace, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    spans = model.streams[0]["window_spans"]
+    assert min(s[0] for s in spans) == 0.0 and max(s[0] for s in spans) > 0.05
+    bare = json.loads(json.dumps(model.doc))
+    del bare["streams"][0]["window_spans"]
+    a = model.synth(requests=2000, seed=SEED).df
+    b = Model.from_doc(bare).synth(requests=2000, seed=SEED).df
+    assert a.equals(b)

@@ -32,17 +32,17 @@ def test_twin_follows_the_original_and_the_uniform_baseline_does_not() -> None:
     # the whole footprint twice that again (measured 12.5x and 28.2x; before the cache cleaned
     # dirty blocks while the disk idled, 6.5x and 28x: docs/simulator.md)
     assert orig[-1] > 2 * orig[1] > 20
-    # the twin's curve rises with the original's, within a factor 1.6 of it at every size
-    # (twin over original measured 0.95, 1.17, 0.81 and 0.81 over 53 twins: the gap issue 5
-    # still has), each size's mean inside the range of the twins; twins were added (3, 6, ...)
-    # up to the request budget's cap of 53, where the twins' 95% intervals are within 1.4%
-    # of their means and the uniform baseline's within 2.2% (short of the 2% target)
-    assert d["twins"] == 53 and d["seeds"] == list(range(53))
-    assert d["precision"] == {"target": 0.02, "reached": False, "fixed": False}
-    for name, within in (("twin", 0.02), ("uniform", 0.025)):
+    # the twin's curve rises with the original's, within a factor 1.3 of it at every size
+    # (twin over original measured 1.04, 1.22, 0.94 and 0.97 over 48 twins; 0.95, 1.17, 0.81
+    # and 0.81 before each stream kept its active stretch of each window: docs/model.md),
+    # each size's mean inside the range of the twins; twins were added (3, 6, ...) until the
+    # twins' and the uniform baseline's 95% intervals came within 2% of their means (48)
+    assert d["twins"] == 48 and d["seeds"] == list(range(48))
+    assert d["precision"] == {"target": 0.02, "reached": True, "fixed": False}
+    for name in ("twin", "uniform"):
         assert d["ci95"][name][0] == 0.0  # no cache: every realization's speedup is 1
         halves, means = d["ci95"][name][1:], d["curves"][name][1:]
-        assert all(0 < h <= within * m for h, m in zip(halves, means, strict=True))
+        assert all(0 < h <= 0.02 * m for h, m in zip(halves, means, strict=True))
     for name in ("twin", "uniform"):
         span = d["ranges"][name]
         assert all(
@@ -52,7 +52,7 @@ def test_twin_follows_the_original_and_the_uniform_baseline_does_not() -> None:
         assert span["low"][-1] < span["high"][-1]  # the realizations differ
     assert "original" not in d["ranges"]
     assert twin == sorted(twin)
-    assert all(1 / 1.6 < t / o < 1.6 for t, o in zip(twin[1:], orig[1:], strict=True))
+    assert all(1 / 1.3 < t / o < 1.3 for t, o in zip(twin[1:], orig[1:], strict=True))
     # the baseline without locality sees a flat curve far below: a wrong answer
     assert max(uni[1:]) < 1.3 * min(uni[1:])
     assert uni[-1] < orig[-1] / 3
@@ -95,7 +95,7 @@ def test_pgbench_report_lists_every_footprint() -> None:
     assert reuse["twin"]["write"] > reuse["original"]["write"] > reuse["uniform"]["write"]
     text = render_text(d)
     assert "reads / writes: original 92.1% / 56.1%" in text
-    assert "re-reads 83.5% of its read blocks against the original's 92.1%" in text
+    assert "re-reads 83.9% of its read blocks against the original's 92.1%" in text
     assert "underestimated" in text
 
 

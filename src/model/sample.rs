@@ -609,8 +609,12 @@ impl Sampler {
                     len = lim - t;
                 }
             }
-            // the stream's requests fill its active stretch of the window
-            let (lo, hi) = s.spans.get(w).copied().unwrap_or((0.0, 1.0));
+            // the stream's requests fill its active stretch of the window (streams take
+            // turns; one stream alone fills its windows, idle edges and all)
+            let (lo, hi) = match self.streams.len() {
+                1 => (0.0, 1.0),
+                _ => s.spans.get(w).copied().unwrap_or((0.0, 1.0)),
+            };
             let active = |len: f64| (t + lo * len, (hi - lo) * len);
             if p.requests.is_some() && done + quota >= n {
                 let left = n - done;
