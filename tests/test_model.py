@@ -674,7 +674,7 @@ def test_a_stream_alone_fills_whole_windows(twins: dict) -> None:
     """One stream takes no turns: its stretches would only cut its windows' idle edges,
     which its gaps already hold (MSR's whatif-levels mean moved from +0.7% to +3.4% with
     them), so its twin ignores them and is the twin of a model without them."""
-    trace, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    _, model, _, _ = twins["msr_hm0_excerpt.csv"]
     spans = model.streams[0]["window_spans"]
     assert min(s[0] for s in spans) == 0.0 and max(s[0] for s in spans) > 0.05
     bare = json.loads(json.dumps(model.doc))
