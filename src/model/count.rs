@@ -7,9 +7,9 @@
 
 use super::hist::Hist;
 use super::stats::{
-    add_distances, add_jump, add_phase, add_phases, add_windows, category_of, leaf_jump, Batch,
-    Category, FitConfig, Fitter, IatStats, Last, StreamStats, WindowStats, FLAT_DEPTH,
-    MAX_ALIGN_BITS, PHASES,
+    add_distances, add_jump, add_phase, add_phases, add_window, add_windows, category_of,
+    leaf_jump, Batch, Category, FitConfig, Fitter, IatStats, Last, StreamStats, WindowStats,
+    FLAT_DEPTH, MAX_ALIGN_BITS, PHASES,
 };
 use super::tree::{TransKey, Tree};
 use rustc_hash::FxHashMap;
@@ -235,8 +235,7 @@ impl KeyCounts {
 
     fn close_window(&mut self) {
         if let Some(now) = self.window_now.take() {
-            let w = self.windows.entry(self.window);
-            w.and_modify(|mine| mine.merge(&now)).or_insert(now);
+            add_window(&mut self.windows, self.window, now);
         }
     }
 

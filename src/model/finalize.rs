@@ -6,10 +6,11 @@ use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
 use super::history::BLOCK;
 use super::stats::{
-    Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF,
-    KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
+    add_window, Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_RANDOM,
+    KIND_REREF, KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
 };
 use super::tree::TransKey;
+use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value};
 
 pub const MODEL_VERSION: u64 = 1;
@@ -175,14 +176,12 @@ impl Windows {
     /// last request as fractions of the window ([0, 1] where it has none); requests past the
     /// last window count in it.
     fn of(&self, s: &StreamStats) -> (Vec<u64>, Vec<[f64; 2]>) {
-        let mut merged: Vec<Option<WindowStats>> = vec![None; self.count];
-        for (&w, x) in &s.windows {
-            let slot = &mut merged[(w.max(0) as usize).min(self.count - 1)];
-            match slot {
-                Some(mine) => mine.merge(x),
-                None => *slot = Some(*x),
-            }
+        let mut merged = FxHashMap::default();
+        for (&w, &x) in &s.windows {
+            add_window(&mut merged, w.clamp(0, self.count as i64 - 1), x);
         }
+        let merged: Vec<Option<&WindowStats>> =
+            (0..self.count as i64).map(|w| merged.get(&w)).collect();
         let counts = merged.iter().map(|x| x.map_or(0, |x| x.count)).collect();
         let spans = merged
             .iter()

@@ -173,18 +173,20 @@ impl WindowStats {
     }
 }
 
+/// Adds window `w`'s requests `x` to a stream's windows.
+pub(super) fn add_window(into: &mut FxHashMap<i64, WindowStats>, w: i64, x: WindowStats) {
+    into.entry(w).and_modify(|mine| mine.merge(&x)).or_insert(x);
+}
+
 /// Adds one stream's windows to another's.
 pub(super) fn add_windows(
     into: &mut FxHashMap<i64, WindowStats>,
     from: &FxHashMap<i64, WindowStats>,
 ) {
-    for (w, x) in from {
-        into.entry(*w)
-            .and_modify(|mine| mine.merge(x))
-            .or_insert(*x);
+    for (&w, &x) in from {
+        add_window(into, w, x);
     }
 }
-
 /// 512-byte steps in a 4 KiB block: where a random request starts inside its block.
 pub const PHASE_BYTES: u64 = 512;
 pub const PHASES: usize = (BLOCK / PHASE_BYTES) as usize;
@@ -500,11 +502,11 @@ impl Fitter {
         s.bytes += r.size as u64;
         s.extent = union_extent(s.extent, Some((r.offset, r.offset + r.size as u64)));
         *s.leaf_visits.entry(leaf).or_insert(0) += 1;
-        let one = WindowStats::at(r.ts);
-        s.windows
-            .entry(r.ts / cfg.window_ns.max(1))
-            .and_modify(|w| w.merge(&one))
-            .or_insert(one);
+        add_window(
+            &mut s.windows,
+            r.ts / cfg.window_ns.max(1),
+            WindowStats::at(r.ts),
+        );
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(&cfg, r, &mut s.resume, &mut s.resume_reuse, &mut s.reuse);
         let cat = category_of(&cfg, r, last);
