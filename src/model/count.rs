@@ -160,7 +160,7 @@ struct KeyCounts {
     /// the current window and its requests so far (requests come in time order), then the
     /// rest
     window: i64,
-    window_now: Option<WindowStats>,
+    window_now: WindowStats,
     windows: FxHashMap<i64, WindowStats>,
     slots: Slots,
     trans: Vec<(TransKey, u64)>,
@@ -204,7 +204,7 @@ impl KeyCounts {
             visits: Counts::new(Some(leaves), budget),
             entries: Counts::new(entry_cells, budget),
             window: i64::MIN,
-            window_now: None,
+            window_now: WindowStats::EMPTY,
             windows: FxHashMap::default(),
             slots,
             trans: Vec::new(),
@@ -227,14 +227,12 @@ impl KeyCounts {
             self.close_window();
             self.window = w;
         }
-        match &mut self.window_now {
-            Some(now) => now.merge(&WindowStats::at(ts)),
-            None => self.window_now = Some(WindowStats::at(ts)),
-        }
+        self.window_now.merge(&WindowStats::at(ts));
     }
 
     fn close_window(&mut self) {
-        if let Some(now) = self.window_now.take() {
+        let now = std::mem::replace(&mut self.window_now, WindowStats::EMPTY);
+        if now.count > 0 {
             add_window(&mut self.windows, self.window, now);
         }
     }

@@ -6,11 +6,10 @@ use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
 use super::history::BLOCK;
 use super::stats::{
-    add_window, Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_RANDOM,
-    KIND_REREF, KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
+    Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF,
+    KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
 };
 use super::tree::TransKey;
-use rustc_hash::FxHashMap;
 use serde_json::{json, Map, Value};
 
 pub const MODEL_VERSION: u64 = 1;
@@ -176,26 +175,22 @@ impl Windows {
     /// last request as fractions of the window ([0, 1] where it has none); requests past the
     /// last window count in it.
     fn of(&self, s: &StreamStats) -> (Vec<u64>, Vec<[f64; 2]>) {
-        let mut merged = FxHashMap::default();
-        for (&w, &x) in &s.windows {
-            add_window(&mut merged, w.clamp(0, self.count as i64 - 1), x);
+        let mut merged = vec![WindowStats::EMPTY; self.count];
+        for (&w, x) in &s.windows {
+            merged[w.clamp(0, self.count as i64 - 1) as usize].merge(x);
         }
-        let merged: Vec<Option<&WindowStats>> =
-            (0..self.count as i64).map(|w| merged.get(&w)).collect();
-        let counts = merged.iter().map(|x| x.map_or(0, |x| x.count)).collect();
+        let counts = merged.iter().map(|x| x.count).collect();
         let spans = merged
             .iter()
             .enumerate()
             .map(|(i, x)| {
                 let start = i as i64 * self.window_ns;
                 let len = (self.span_ns - start).clamp(0, self.window_ns);
-                match x {
-                    Some(x) if len > 0 => {
-                        let at = |t: i64| round4(((t - start) as f64 / len as f64).clamp(0.0, 1.0));
-                        [at(x.first), at(x.last)]
-                    }
-                    _ => [0.0, 1.0],
+                if x.count == 0 || len == 0 {
+                    return [0.0, 1.0];
                 }
+                let at = |t: i64| round4(((t - start) as f64 / len as f64).clamp(0.0, 1.0));
+                [at(x.first), at(x.last)]
             })
             .collect();
         (counts, spans)
@@ -271,6 +266,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, w: &Windows, iat_family: &s
 
 #[cfg(test)]
 mod tests {
+    use super::super::stats::add_window;
     use super::*;
 
     #[test]
@@ -284,10 +280,7 @@ mod tests {
         let mut s = StreamStats::default();
         for (win, first, last, count) in [(0, 20, 80, 3), (2, 210, 240, 2), (2, 205, 220, 1)] {
             let x = WindowStats { count, first, last };
-            s.windows
-                .entry(win)
-                .and_modify(|m| m.merge(&x))
-                .or_insert(x);
+            add_window(&mut s.windows, win, x);
         }
         let (counts, spans) = w.of(&s);
         assert_eq!(counts, vec![3, 0, 3]);

@@ -17,7 +17,8 @@ use rustc_hash::FxHashMap;
 /// Version 2 added resumed runs (each stream's lag histogram, each head's lag), version 3
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
 /// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`,
-/// version 7 distances over every block a request overlaps (same layout, other counts).
+/// version 7 distances over every block a request overlaps (same layout, other counts),
+/// version 8 each window's first and last request (`WindowStats`).
 const MAGIC: &[u8; 8] = b"IOTWFIT8";
 
 /// A fitter fed partition after partition of the same streams, in time order.

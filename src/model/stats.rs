@@ -157,6 +157,13 @@ pub struct WindowStats {
 }
 
 impl WindowStats {
+    /// No request yet (merging into it gives the other).
+    pub const EMPTY: WindowStats = WindowStats {
+        count: 0,
+        first: i64::MAX,
+        last: i64::MIN,
+    };
+
     /// One request at `ts`.
     pub fn at(ts: i64) -> WindowStats {
         WindowStats {
