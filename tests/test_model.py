@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -465,6 +467,14 @@ def test_bad_models_get_clear_errors(twins: dict, tmp_path: Path) -> None:
         iotwin.IotwinError, match=rf"m\.json: at streams/0/extent: starts at {hi}, after its end"
     ):
         Model.from_doc(doc, "m.json")
+    doc["streams"][0]["extent"] = [lo, hi]
+    doc["streams"][0]["window_spans"][1] = [0.9, 0.1]
+    with pytest.raises(
+        iotwin.IotwinError,
+        match=r"m\.json: at streams/0/window_spans/1: starts at 0\.9, after its end 0\.1",
+    ):
+        Model.from_doc(doc, "m.json")
+    doc["streams"][0]["window_spans"][1] = [0.0, 1.0]
     doc["streams"][0]["extent"] = [lo]
     with pytest.raises(
         iotwin.IotwinError, match=r"at streams/0/extent: \[\d+\] has less than 2 items"
@@ -682,3 +692,20 @@ def test_a_stream_alone_fills_whole_windows(twins: dict) -> None:
     a = model.synth(requests=2000, seed=SEED).df
     b = Model.from_doc(bare).synth(requests=2000, seed=SEED).df
     assert a.equals(b)
+
+
+def test_cli_errors_keep_bracketed_text(twins: dict, tmp_path: Path) -> None:
+    """An error naming a file or field with brackets (a model saved as m[old].json) reaches
+    the user whole: the CLI's error line is rich markup, which took [old] for a tag."""
+    _, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    doc = json.loads(json.dumps(model.doc))
+    doc["streams"][0]["extent"] = doc["streams"][0]["extent"][:1]
+    bad = tmp_path / "m[old].json"
+    bad.write_text(json.dumps(doc))
+    out = tmp_path / "t.parquet"
+    cmd = [sys.executable, "-m", "iotwin.cli", "synth", str(bad), "-o", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 2
+    lo = doc["streams"][0]["extent"][0]
+    assert f"m[old].json: at streams/0/extent: [{lo}] has less than 2 items" in run.stderr
+    assert not out.exists()

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
@@ -1077,14 +1078,16 @@ def main() -> None:
     try:
         app()
     except IotwinError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        # escaped: messages quote fields like [first, last], which rich would take for markup
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/yellow]")
         sys.exit(130)
     except OSError as exc:  # the system refused (disk full, permissions): one line, no trace
         where = f"{exc.filename}: " if exc.filename else ""
-        err_console.print(f"[red]error:[/red] {where}{exc.strerror or exc}", highlight=False)
+        text = escape(f"{where}{exc.strerror or exc}")
+        err_console.print(f"[red]error:[/red] {text}", highlight=False)
         sys.exit(1)
 
 

@@ -456,7 +456,7 @@ def check_model(doc: Any, where: str) -> None:
         raise IotwinError(f"{where}: at {at}: {exc.message}") from None
     _check_probabilities(doc, where)
     _check_ties(doc, where)
-    _check_extents(doc, where)
+    _check_ranges(doc, where)
 
 
 def _check_probabilities(doc: dict[str, Any], where: str) -> None:
@@ -498,14 +498,17 @@ def valid_ties(ties: Any) -> bool:
 _TIES_VALIDATOR: Any = None
 
 
-def _check_extents(doc: dict[str, Any], where: str) -> None:
-    """A stream's extent is [smallest offset, largest end]: it cannot end before it starts."""
+def _check_ranges(doc: dict[str, Any], where: str) -> None:
+    """A stream's extent is [smallest offset, largest end] and each of its window spans
+    [first, last]: neither can end before it starts."""
     for si, s in enumerate(doc["streams"]):
-        if "extent" in s and s["extent"][0] > s["extent"][1]:
-            lo, hi = s["extent"]
-            raise IotwinError(
-                f"{where}: at streams/{si}/extent: starts at {lo}, after its end {hi}"
-            )
+        ranges = [("extent", s["extent"])] if "extent" in s else []
+        ranges += [(f"window_spans/{w}", x) for w, x in enumerate(s.get("window_spans", []))]
+        for at, (lo, hi) in ranges:
+            if lo > hi:
+                raise IotwinError(
+                    f"{where}: at streams/{si}/{at}: starts at {lo}, after its end {hi}"
+                )
 
 
 def transition_counts(levels: int, fanout: int) -> tuple[int, int]:

@@ -353,7 +353,8 @@ impl Sampler {
             .and_then(Value::as_array)
             .ok_or("missing 'streams'")?
             .iter()
-            .map(|s| stream_model(s, &tree, flat))
+            .enumerate()
+            .map(|(i, s)| stream_model(s, &tree, flat).map_err(|e| format!("streams/{i}: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Sampler {
             tree,
