@@ -11,6 +11,7 @@
 //! lists stay sorted without a search tree).
 //! Positions are 32-bit: a history holds fewer than 2^32 - 1 requests.
 
+use super::lastseen::LastSeen;
 use super::stats::{key_block, weighed_blocks};
 use crate::rankset::{Retouched, WeightedSet};
 use rustc_hash::FxHashMap;
@@ -27,7 +28,7 @@ pub struct History {
     /// Per position, the blocks whose latest touch it is.
     latest: WeightedSet,
     /// block -> position of its latest touch
-    last: LastTouch,
+    last: LastSeen,
     /// The requests by position (one record: a touch that moves a block finds its old one
     /// in one memory access).
     touches: Vec<Touch>,
@@ -41,14 +42,8 @@ impl History {
     /// space of `capacity` bytes (n below 2^32 - 1).
     pub fn new(n: usize, spans: u64, capacity: u64) -> History {
         let blocks = capacity / BLOCK + 1;
-        let last = if blocks <= spans.saturating_mul(TABLE_SLOTS_PER_BLOCK) {
-            // zeroed memory comes untouched from the kernel: pages appear as blocks are touched
-            let table = vec![0u32; blocks as usize];
-            crate::hugepages::advise(&table);
-            LastTouch::Table(table)
-        } else {
-            LastTouch::Map(FxHashMap::default())
-        };
+        // a zeroed table comes untouched from the kernel: pages appear as blocks are touched
+        let last = LastSeen::with_limit(blocks, spans.saturating_mul(TABLE_SLOTS_PER_BLOCK));
         History {
             latest: WeightedSet::new(n.max(1)),
             last,
@@ -138,36 +133,6 @@ struct Touch {
     offset: u64,
     leaf: u32,
     slot: u32,
-}
-
-/// Where each block was last touched: a table by block where the space is small enough
-/// (one memory access, no hashing), a map otherwise.
-enum LastTouch {
-    /// Per block: 0 never touched, else its latest position + 1.
-    Table(Vec<u32>),
-    Map(FxHashMap<u64, u32>),
-}
-
-impl LastTouch {
-    fn get(&self, block: u64) -> Option<u32> {
-        match self {
-            LastTouch::Table(t) => t.get(block as usize).and_then(|&c| c.checked_sub(1)),
-            LastTouch::Map(m) => m.get(&block).copied(),
-        }
-    }
-
-    fn insert(&mut self, block: u64, pos: u32) -> Option<u32> {
-        match self {
-            LastTouch::Table(t) => {
-                let b = block as usize;
-                if b >= t.len() {
-                    t.resize(b + 1, 0); // an offset past the capacity (alignment)
-                }
-                std::mem::replace(&mut t[b], pos + 1).checked_sub(1)
-            }
-            LastTouch::Map(m) => m.insert(block, pos),
-        }
-    }
 }
 
 const HEAD_EVERY: usize = 64;
@@ -379,11 +344,11 @@ mod tests {
         // many streams of a few requests each must not hold a table of the whole space
         assert!(matches!(
             History::new(1000, 1000, 64 << 30).last,
-            LastTouch::Map(_)
+            LastSeen::Map(_)
         ));
         assert!(matches!(
             History::new(1 << 20, 1 << 20, 1 << 30).last,
-            LastTouch::Table(_)
+            LastSeen::Table(_)
         ));
         for n in [1000, 1 << 20] {
             let mut h = History::new(n, n as u64, 1 << 30);
