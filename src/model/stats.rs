@@ -194,6 +194,7 @@ pub(super) fn add_windows(
         add_window(into, w, x);
     }
 }
+
 /// 512-byte steps in a 4 KiB block: where a random request starts inside its block.
 pub const PHASE_BYTES: u64 = 512;
 pub const PHASES: usize = (BLOCK / PHASE_BYTES) as usize;
@@ -768,8 +769,9 @@ pub const EXACT_REQUESTS: usize = 1 << 21;
 const SAMPLE_SPACE: u64 = 1 << 24;
 
 /// LRU stack distances of each request within its stream, at `block`-byte granularity of the
-/// request's key block (`key_block`): the number of distinct blocks the stream touched since it last
-/// touched this one (u32::MAX when never), where a request touches every block it overlaps.
+/// request's key block (`key_block`): the number of distinct blocks the stream touched since
+/// it last touched this one (u32::MAX when never), where a request touches every block it
+/// overlaps.
 ///
 /// Whether a block was touched before is always exact. The distance is exact (a rank set
 /// over the stream's accesses, O(n log n)) for streams of up to EXACT_REQUESTS requests; for
