@@ -616,18 +616,17 @@ impl Sampler {
                 1 => (0.0, 1.0),
                 _ => s.spans.get(w).copied().unwrap_or((0.0, 1.0)),
             };
-            let active = |len: f64| (t + lo * len, (hi - lo) * len);
+            // (start, length, requests) of the active stretch of `len` ns from `t`
+            let stretch = |len: f64, count: u64| (t + lo * len, (hi - lo) * len, count);
             if p.requests.is_some() && done + quota >= n {
                 let left = n - done;
                 if quota > 0 {
                     len *= left as f64 / quota as f64;
                 }
-                let (start, len) = active(len);
-                out.push((start, len, left));
+                out.push(stretch(len, left));
                 break;
             }
-            let (start, len) = active(len);
-            out.push((start, len, quota));
+            out.push(stretch(len, quota));
             done += quota;
             t += lengths[w];
             if j > 1_000_000_000 {
