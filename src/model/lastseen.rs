@@ -46,14 +46,7 @@ impl LastSeen {
                 if b >= t.len() {
                     t.resize(b + 1, NEVER); // a block past the space (an aligned offset)
                 }
-                let cell = &mut t[b];
-                let old = *cell;
-                *cell = value.saturating_add(1);
-                match old {
-                    NEVER => None,
-                    u32::MAX => Some(u32::MAX),
-                    v => Some(v - 1),
-                }
+                decode(std::mem::replace(&mut t[b], value.saturating_add(1)))
             }
             LastSeen::Map(m) => m.insert(block, value),
         }
@@ -62,13 +55,19 @@ impl LastSeen {
     /// The value recorded for `block`, if any.
     pub fn get(&self, block: u64) -> Option<u32> {
         match self {
-            LastSeen::Table(t) => match t.get(block as usize).copied().unwrap_or(NEVER) {
-                NEVER => None,
-                u32::MAX => Some(u32::MAX),
-                v => Some(v - 1),
-            },
+            LastSeen::Table(t) => decode(t.get(block as usize).copied().unwrap_or(NEVER)),
             LastSeen::Map(m) => m.get(&block).copied(),
         }
+    }
+}
+
+/// The value a table cell holds (see NEVER).
+#[inline]
+fn decode(cell: u32) -> Option<u32> {
+    match cell {
+        NEVER => None,
+        u32::MAX => Some(u32::MAX),
+        v => Some(v - 1),
     }
 }
 
