@@ -42,7 +42,6 @@ impl History {
     /// space of `capacity` bytes (n below 2^32 - 1).
     pub fn new(n: usize, spans: u64, capacity: u64) -> History {
         let blocks = capacity / BLOCK + 1;
-        // a zeroed table comes untouched from the kernel: pages appear as blocks are touched
         let last = LastSeen::with_limit(blocks, spans.saturating_mul(TABLE_SLOTS_PER_BLOCK));
         History {
             latest: WeightedSet::new(n.max(1)),

@@ -28,6 +28,7 @@ impl LastSeen {
     /// For blocks below `blocks`: a table where they are at most `limit`, else a map.
     pub fn with_limit(blocks: u64, limit: u64) -> LastSeen {
         if blocks <= limit {
+            // zeroed memory comes untouched from the kernel: pages appear as blocks are seen
             let table = vec![NEVER; blocks as usize];
             crate::hugepages::advise(&table);
             LastSeen::Table(table)
