@@ -9,6 +9,7 @@ pub mod finalize;
 pub mod hist;
 pub mod history;
 pub mod lastseen;
+pub mod nodemap;
 pub mod partition;
 pub mod pipeline;
 pub mod sample;

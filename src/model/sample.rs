@@ -12,6 +12,7 @@ use super::data::DataMap;
 use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::{History, BLOCK};
+use super::nodemap::NodeMap;
 use super::stats::{
     is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
     KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
@@ -241,7 +242,8 @@ struct Row {
 /// them by number, without hashing). Their stay budgets live in `Budgets::stay`.
 #[derive(Debug, Clone, Default)]
 struct Rows {
-    index: FxHashMap<(u32, u64, u32), u32>,
+    /// By the child node a row leaves from: (depth + 1, node * fanout + from).
+    index: NodeMap<u32>,
     moves: Vec<Vec<(u64, usize)>>,
     stays_of: Vec<Vec<u32>>,
     /// Flat models: leaf -> (to, transition index).
@@ -260,7 +262,7 @@ struct Budgets {
     /// The sum of `remaining` (kept, not queried from `all`, on every request).
     left: u64,
     categories: Vec<Vec<u64>>,
-    node_entry: FxHashMap<(u32, u64), Vec<u64>>,
+    node_entry: NodeMap<Vec<u64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -760,7 +762,8 @@ impl Sampler {
         for d in 0..t.levels {
             let node = t.ancestor(leaf, d);
             let x = t.digit(leaf, d);
-            let row = *s.rows.index.get(&(d, node, x))? as usize;
+            let child = node * t.fanout as u64 + x as u64;
+            let row = *s.rows.index.get(d + 1, child)? as usize;
             let row_moves = &s.rows.moves[row];
             let moves: u64 = row_moves.iter().map(|m| b.remaining[m.1]).sum();
             let stay = if d + 1 < t.levels { b.stay[row] } else { 0 };
@@ -782,7 +785,7 @@ impl Sampler {
         let t = &self.tree;
         let mut node = node;
         for e in depth..t.levels {
-            let child = match b.node_entry.get_mut(&(e, node)).and_then(|w| take(w, rng)) {
+            let child = match b.node_entry.get_mut(e, node).and_then(|w| take(w, rng)) {
                 Some(c) => c as u64,
                 None => rng.random_range(0..t.fanout as u64),
             };
@@ -1460,7 +1463,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         all: Fenwick::new(n.max(1)),
         left: 0,
         categories: Vec::with_capacity(n),
-        node_entry: FxHashMap::default(),
+        node_entry: NodeMap::default(),
     };
     let mut weighed = (0u64, 0u64); // (blocks, requests) of the categories
     for (idx, t) in transitions.iter().enumerate() {
@@ -1516,6 +1519,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     }
     let blocks_per_request = weighed.0.max(1) as f64 / weighed.1.max(1) as f64;
     let rows = dense_rows(rows, flat_rows, tree, &keys, flat, &mut b);
+    let mut entries: FxHashMap<(u32, u64), Vec<u64>> = FxHashMap::default();
     for e in v
         .get("entries")
         .and_then(Value::as_array)
@@ -1526,13 +1530,13 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         for depth in (d as u32 + 1)..tree.levels {
             let node = tree.ancestor(q, depth);
             let child = tree.digit(q, depth) as usize;
-            let slot = b
-                .node_entry
+            let slot = entries
                 .entry((depth, node))
                 .or_insert_with(|| vec![0; tree.fanout as usize]);
             slot[child] += c;
         }
     }
+    b.node_entry = NodeMap::new(tree, entries);
     let mut leaves = Weighted::default();
     for l in v
         .get("leaves")
@@ -1699,23 +1703,29 @@ fn dense_rows(
     flat: bool,
     b: &mut Budgets,
 ) -> Rows {
-    let mut out = Rows {
-        flat: flat_rows,
-        ..Rows::default()
-    };
-    for (key, row) in rows {
-        out.index.insert(key, out.moves.len() as u32);
-        out.moves.push(row.moves);
+    let fanout = tree.fanout as u64;
+    let mut index = FxHashMap::default();
+    let mut moves = Vec::with_capacity(rows.len());
+    for ((depth, node, from), row) in rows {
+        index.insert((depth + 1, node * fanout + from as u64), moves.len() as u32);
+        moves.push(row.moves);
         b.stay.push(row.stay);
     }
-    out.stays_of = keys
+    let stays_of = keys
         .iter()
         .map(|key| match flat {
             true => Vec::new(),
-            false => stay_rows(tree, key).map(|r| out.index[&r]).collect(),
+            false => stay_rows(tree, key)
+                .map(|(d, node, from)| index[&(d + 1, node * fanout + from as u64)])
+                .collect(),
         })
         .collect();
-    out
+    Rows {
+        index: NodeMap::new(tree, index),
+        moves,
+        stays_of,
+        flat: flat_rows,
+    }
 }
 
 fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32)> {

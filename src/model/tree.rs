@@ -13,6 +13,9 @@ pub struct Tree {
     pub fanout: u32,
     pub capacity: u64,
     leaves: u64,
+    /// log2(fanout) when the fanout is a power of two (the default 4): the walk asks for
+    /// ancestors and digits at every level of every request, and shifts replace divisions.
+    shift: Option<u32>,
 }
 
 /// Where a transition lives: the table's node and the children it goes between.
@@ -32,6 +35,7 @@ impl Tree {
             fanout,
             capacity: capacity.max(1),
             leaves,
+            shift: fanout.is_power_of_two().then(|| fanout.trailing_zeros()),
         }
     }
 
@@ -64,12 +68,20 @@ impl Tree {
 
     /// The node at `depth` above `leaf`.
     pub fn ancestor(&self, leaf: u64, depth: u32) -> u64 {
-        leaf / self.span(depth)
+        match self.shift {
+            Some(k) => leaf >> (k * (self.levels - depth)),
+            None => leaf / self.span(depth),
+        }
     }
 
     /// The child digit of `leaf`'s ancestor at `depth` (which child of that node holds it).
     pub fn digit(&self, leaf: u64, depth: u32) -> u32 {
-        ((leaf / self.span(depth + 1)) % self.fanout as u64) as u32
+        match self.shift {
+            Some(k) => {
+                ((leaf >> (k * (self.levels - depth - 1))) & (self.fanout as u64 - 1)) as u32
+            }
+            None => ((leaf / self.span(depth + 1)) % self.fanout as u64) as u32,
+        }
     }
 
     /// The table a transition from leaf `p` to leaf `q` lives in.
