@@ -15,7 +15,7 @@ const DENSE_PER_VALUE: u64 = 16;
 #[derive(Debug, Clone)]
 pub enum NodeMap<T> {
     Dense {
-        /// The first slot of each depth's nodes.
+        /// The first slot of each depth's nodes, and one past the last slot.
         base: Vec<u64>,
         slots: Vec<Option<T>>,
     },
@@ -38,8 +38,14 @@ impl<T: Clone> NodeMap<T> {
             base.push(total);
             total = total.saturating_add(fanout.saturating_pow(depth));
         }
+        base.push(total); // where the slots end
         let limit = DENSE_SLOTS.max(DENSE_PER_VALUE.saturating_mul(values.len() as u64));
-        if total > limit {
+        // a node past its depth's count (a document's leaf past the tree) keeps the map,
+        // which holds any key, rather than landing in another node's slot
+        let inside = |&(depth, node): &(u32, u64)| {
+            depth <= tree.levels && node < fanout.saturating_pow(depth)
+        };
+        if total > limit || !values.keys().all(inside) {
             return NodeMap::Sparse(values);
         }
         let mut slots = vec![None; total as usize];
@@ -64,9 +70,11 @@ impl<T: Clone> NodeMap<T> {
     }
 }
 
-/// A node's slot in a dense table (None past the tree's depth).
+/// A node's slot in a dense table (None for a node its depth does not have).
 fn slot(base: &[u64], depth: u32, node: u64) -> Option<usize> {
-    Some((base.get(depth as usize)? + node) as usize)
+    let (first, end) = (*base.get(depth as usize)?, *base.get(depth as usize + 1)?);
+    let at = first.checked_add(node)?;
+    (at < end).then_some(at as usize)
 }
 
 #[cfg(test)]
@@ -93,9 +101,14 @@ mod tests {
             assert_eq!(map.get(2, 14), None);
         }
         assert_eq!(small.get(3, 0), None); // below the leaves
+        assert_eq!(small.get(1, 4), None); // depth 1 has 4 nodes: not depth 2's node 0
         let mut m = small.clone();
         *m.get_mut(2, 15).unwrap() += 1;
         assert_eq!(m.get(2, 15), Some(&11));
         assert_eq!(m.get_mut(1, 0), None);
+        // node 16 does not exist at depth 2 of a fanout-4 tree: kept apart, not in a slot
+        let past = NodeMap::new(&Tree::new(2, 4, 1600), values(&[((1, 3), 8), ((2, 16), 1)]));
+        assert!(matches!(past, NodeMap::Sparse(_)));
+        assert_eq!((past.get(2, 16), past.get(3, 0)), (Some(&1), None));
     }
 }
