@@ -337,7 +337,7 @@ def _write_checked(frame: pl.LazyFrame, path: Path) -> _BatchChecks:
             return
         table = group.to_arrow()
         if writer is None:
-            writer = _parquet_writer(path, table.schema)
+            writer = parquet_writer(path, table.schema, compact=False)
             behind = WriteBehind(path)
         # one row group per flush, its columns marked required (no definition levels)
         writer.write_table(table.cast(writer.schema), row_group_size=table.num_rows)
@@ -374,29 +374,26 @@ def _height(frame: pl.DataFrame) -> int:
 def _write_sorted(df: pl.DataFrame, path: Path) -> None:
     """A trace sorted in memory, in the encodings of the streamed ones."""
     table = df.to_arrow()
-    writer = _parquet_writer(path, table.schema)
+    writer = parquet_writer(path, table.schema, compact=False)
     try:
         writer.write_table(table.cast(writer.schema), row_group_size=ROW_GROUP)
     finally:
         writer.close()
 
 
-def _parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
-    """The cheapest encodings to write and read that still shrink traces where it is nearly
-    free: times delta-encoded (they only grow: 8 bytes to ~2), every other column plain and
-    uncompressed. Compressing stream, op and size with LZ4 made the 10M-request bench trace
-    213 instead of 292 MiB but cost ingest ~0.1 s of CPU time (and readers LZ4 decoding);
-    columns that every request has are marked required, which spares writing and reading
-    definition levels (~0.08 s). Measured in bench/ingest; see docs/formats.md."""
-    return parquet_writer(path, schema, compact=False)
-
-
 def parquet_writer(path: str | Path, schema: pa.Schema, compact: bool) -> pq.ParquetWriter:
-    """A canonical trace's row-group writer: times delta-encoded, columns every request has
-    marked required (see `_parquet_writer`). `compact` adds zstd level 1 and dictionaries for
-    the few-valued columns (stream, op, size), for traces kept as they are written (synthetic
-    twins): on 10M synthetic requests 72 MiB in 0.59 s of CPU, against 237 MiB in 0.19 s
-    plain and 81 MiB in 0.89 s with pyarrow's default dictionaries on every column."""
+    """A canonical trace's row-group writer, in the cheapest encodings to write and read that
+    still shrink traces where it is nearly free: times delta-encoded (they only grow: 8 bytes
+    to ~2), every other column plain and uncompressed. Compressing stream, op and size with
+    LZ4 made the 10M-request bench trace 213 instead of 292 MiB but cost ingest ~0.1 s of CPU
+    time (and readers LZ4 decoding); columns that every request has are marked required,
+    which spares writing and reading definition levels (~0.08 s). Measured in bench/ingest;
+    see docs/formats.md.
+
+    `compact` adds zstd level 1 and dictionaries for the few-valued columns (stream, op,
+    size), for traces kept as they are written (synthetic twins): on 10M synthetic requests
+    72 MiB in 0.59 s of CPU, against 237 MiB in 0.19 s plain and 81 MiB in 0.89 s with
+    pyarrow's default dictionaries on every column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -40,17 +40,17 @@ impl<T: Clone> NodeMap<T> {
         }
         base.push(total); // where the slots end
         let limit = DENSE_SLOTS.max(DENSE_PER_VALUE.saturating_mul(values.len() as u64));
-        // a node past its depth's count (a document's leaf past the tree) keeps the map,
+        // a node its depth does not have (a document's leaf past the tree) keeps the map,
         // which holds any key, rather than landing in another node's slot
-        let inside = |&(depth, node): &(u32, u64)| {
-            depth <= tree.levels && node < fanout.saturating_pow(depth)
-        };
-        if total > limit || !values.keys().all(inside) {
+        let fits = values.keys().all(|&(d, n)| slot(&base, d, n).is_some());
+        if total > limit || !fits {
             return NodeMap::Sparse(values);
         }
         let mut slots = vec![None; total as usize];
         for ((depth, node), v) in values {
-            slots[(base[depth as usize] + node) as usize] = Some(v);
+            if let Some(at) = slot(&base, depth, node) {
+                slots[at] = Some(v);
+            }
         }
         NodeMap::Dense { base, slots }
     }

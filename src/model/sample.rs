@@ -240,7 +240,7 @@ struct Row {
 /// A stream's table rows, fixed once built: (depth, node, from) -> row number, each row's
 /// moves, and per transition the rows whose stay counts it (so using a transition updates
 /// them by number, without hashing). Their stay budgets live in `Budgets::stay`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Rows {
     /// By the child node a row leaves from: (depth + 1, node * fanout + from).
     index: NodeMap<u32>,
@@ -762,8 +762,7 @@ impl Sampler {
         for d in 0..t.levels {
             let node = t.ancestor(leaf, d);
             let x = t.digit(leaf, d);
-            let child = node * t.fanout as u64 + x as u64;
-            let row = *s.rows.index.get(d + 1, child)? as usize;
+            let row = *s.rows.index.get(d + 1, t.child(node, x as u64))? as usize;
             let row_moves = &s.rows.moves[row];
             let moves: u64 = row_moves.iter().map(|m| b.remaining[m.1]).sum();
             let stay = if d + 1 < t.levels { b.stay[row] } else { 0 };
@@ -773,7 +772,7 @@ impl Sampler {
             let u = rng.random_range(0..moves + stay);
             if u < moves {
                 let (y, idx) = pick_move(row_moves, &b.remaining, u)?;
-                let child = node * t.fanout as u64 + y;
+                let child = t.child(node, y);
                 return Some((idx, self.descend(b, d + 1, child, rng)));
             }
         }
@@ -789,7 +788,7 @@ impl Sampler {
                 Some(c) => c as u64,
                 None => rng.random_range(0..t.fanout as u64),
             };
-            node = node * t.fanout as u64 + child;
+            node = t.child(node, child);
         }
         node
     }
@@ -846,7 +845,7 @@ impl Sampler {
         let q = if self.flat {
             key.to as u64
         } else {
-            let child = key.prefix * self.tree.fanout as u64 + key.to as u64;
+            let child = self.tree.child(key.prefix, key.to as u64);
             self.descend(b, key.depth + 1, child, rng)
         };
         self.use_category(s, b, t, c, q, rng)
@@ -1703,11 +1702,13 @@ fn dense_rows(
     flat: bool,
     b: &mut Budgets,
 ) -> Rows {
-    let fanout = tree.fanout as u64;
+    // a row is found by the child node it leaves from
+    let by_child =
+        |(depth, node, from): (u32, u64, u32)| (depth + 1, tree.child(node, from as u64));
     let mut index = FxHashMap::default();
     let mut moves = Vec::with_capacity(rows.len());
-    for ((depth, node, from), row) in rows {
-        index.insert((depth + 1, node * fanout + from as u64), moves.len() as u32);
+    for (key, row) in rows {
+        index.insert(by_child(key), moves.len() as u32);
         moves.push(row.moves);
         b.stay.push(row.stay);
     }
@@ -1715,9 +1716,7 @@ fn dense_rows(
         .iter()
         .map(|key| match flat {
             true => Vec::new(),
-            false => stay_rows(tree, key)
-                .map(|(d, node, from)| index[&(d + 1, node * fanout + from as u64)])
-                .collect(),
+            false => stay_rows(tree, key).map(|r| index[&by_child(r)]).collect(),
         })
         .collect();
     Rows {

@@ -84,6 +84,11 @@ impl Tree {
         }
     }
 
+    /// Child `digit` of `node` (one depth below it).
+    pub fn child(&self, node: u64, digit: u64) -> u64 {
+        node * self.fanout as u64 + digit
+    }
+
     /// The table a transition from leaf `p` to leaf `q` lives in.
     pub fn transition(&self, p: u64, q: u64) -> TransKey {
         let mut depth = self.levels - 1;
