@@ -8,6 +8,14 @@ import iotwin
 from iotwin.formats.base import CANONICAL_SCHEMA
 from iotwin.validate import address_space
 
+# The shared real traces and how each is split into streams (the issues' fidelity bars).
+SHARED_STREAMS = {
+    "cloudPhysicsIO.vscsi": None,
+    "msr_hm0_excerpt.csv": None,
+    "tencent_cbs_excerpt.csv.bz2": "volume",
+    "tpcc_small.disksim": "device",
+}
+
 
 def canonical(rows: list[tuple[int, int, int, int]], ts: list[int]) -> pl.DataFrame:
     """A canonical frame from (stream, op, offset, size) rows and their times."""

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from reference import canonical, reuse_by_op
+from reference import SHARED_STREAMS, canonical, reuse_by_op
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -30,12 +30,7 @@ from iotwin.trace import write_trace
 from iotwin.validate import long_run_share, validate
 
 SEED = 7
-SHARED = {
-    "cloudPhysicsIO.vscsi": None,
-    "msr_hm0_excerpt.csv": None,
-    "tencent_cbs_excerpt.csv.bz2": "volume",
-    "tpcc_small.disksim": "device",
-}
+SHARED = SHARED_STREAMS
 # The LRU miss-ratio bar (0.05 at 1..50% of the footprint) holds on MSR, Tencent and DiskSim;
 # bounds are what the twin achieves, so a regression shows. Resumed runs (a stream picking up
 # one of its recent runs where it ended) brought MSR from 0.06 to 0.03. Known gap on
@@ -59,9 +54,12 @@ SHARED = {
 # new data and its twin put it on fresh blocks) took cloudPhysics from -.035 to -.042 at small
 # caches and +.224 at 50% to -.053 to -.074 and +.068 (its twin's footprint from 2.3x the
 # original's to 1.8x), MSR's largest from .058 to .042 (within the issue's .05 again),
-# Tencent's from .016 to .022 and TPC-C's from .016 to .004.
+# Tencent's from .016 to .022 and TPC-C's from .016 to .004. Reads' and writes' distances
+# apart (cloudPhysics' writes re-reference at a median of 416 blocks, its reads at 65,536)
+# took cloudPhysics to .031-.055 at small caches and .067 at 50%; calibrated, its twin is
+# within the .05 bar (tests/test_calibrate.py).
 MISS_RATIO_BOUND = {
-    "cloudPhysicsIO.vscsi": [0.08] * 6,
+    "cloudPhysicsIO.vscsi": [0.07] * 6,
     "msr_hm0_excerpt.csv": [0.05] * 6,
     "tencent_cbs_excerpt.csv.bz2": [0.05] * 6,
     "tpcc_small.disksim": [0.01] * 6,
@@ -130,10 +128,10 @@ def test_long_run_share_counts_runs_per_stream() -> None:
 # measured: 15.5% of cloudPhysics' requests sit in sequential runs of 8 or more, which the
 # Markov walk (runs of geometric length) cuts into short ones: its twin has 0.4%.
 LONG_RUNS = {
-    "cloudPhysicsIO.vscsi": (0.1553, 0.0041),
+    "cloudPhysicsIO.vscsi": (0.1553, 0.0050),
     "msr_hm0_excerpt.csv": (0.0, 0.0),
     "tencent_cbs_excerpt.csv.bz2": (0.0196, 0.0071),
-    "tpcc_small.disksim": (0.0081, 0.0041),
+    "tpcc_small.disksim": (0.0081, 0.0030),
 }
 
 
@@ -151,10 +149,11 @@ def test_long_sequential_runs_are_reported(twins: dict, name: str) -> None:
 # baseline. cloudPhysics keeps .137: 15.6% of its requests start 2,048 bytes into a block, 2%
 # of its twin's (its sequential and re-referencing requests inherit their phase). Since
 # re-references count every block a request spans, fewer requests are random (cold), so the
-# phase counts rest on fewer of them: cloudPhysics .140, MSR .020, Tencent .012.
+# phase counts rest on fewer of them: cloudPhysics .140, MSR .020, Tencent .012. With reads'
+# and writes' distances apart, MSR's twin is .030.
 PHASE_BOUND = {
     "cloudPhysicsIO.vscsi": 0.15,
-    "msr_hm0_excerpt.csv": 0.03,
+    "msr_hm0_excerpt.csv": 0.035,
     "tencent_cbs_excerpt.csv.bz2": 0.015,
     "tpcc_small.disksim": 0.01,
 }
@@ -428,9 +427,9 @@ def test_types_reassemble_the_thread_mix(twins: dict) -> None:
     assert sum(t["count"] for t in model.doc["types"]) == trace.df["stream"].n_unique() == 2038
     assert len(model.streams) == len(model.doc["types"]) < 10
     # each member draws its requests from its type's whole pool, so the mix is exact only
-    # on average: the mean size is .010 off over seeds 0-23 (.028 at most), so 3 seeds
+    # on average: the mean size is .010 off over seeds 0-11 (.029 at most), so 6 seeds
     reports = []
-    for seed in (SEED, SEED + 1, SEED + 2):
+    for seed in range(SEED, SEED + 6):
         twin = model.synth(seed=seed)
         assert twin.df["stream"].n_unique() == 2038
         reports.append(validate(trace, twin, per_stream=False)["metrics"])
@@ -439,7 +438,7 @@ def test_types_reassemble_the_thread_mix(twins: dict) -> None:
         ("sequential_fraction", 0.02),
         ("mean_size_bytes", 0.02),
     ):
-        assert sum(r[name]["deviation"] for r in reports) / 3 <= bar, name
+        assert sum(r[name]["deviation"] for r in reports) / len(reports) <= bar, name
 
 
 def test_bad_models_get_clear_errors(twins: dict, tmp_path: Path) -> None:

@@ -360,6 +360,14 @@ def fit(
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the twins scored by --levels auto.")
     ] = 0,
+    calibrate: Annotated[
+        int,
+        typer.Option(
+            "--calibrate",
+            help="Rounds of re-weighting the re-reference distances until twins follow the "
+            "trace's LRU miss-ratio curve (0: off; each round synthesizes one twin).",
+        ),
+    ] = 0,
     format: FormatOpt = None,
     stream_by: StreamByOpt = None,
     skip_bad: SkipBadOpt = False,
@@ -374,6 +382,8 @@ def fit(
     from .model import fit as fit_model
 
     window_s = parse_duration(window) if window else None
+    if calibrate and (cluster is not None or is_dataset(trace)):
+        raise IotwinError("--calibrate needs the trace in memory: fit a trace file, not a dataset")
     if is_dataset(trace) and levels != "auto" and not types:
         model = _fit_dataset(
             trace, _levels(levels), fanout, flat, window_s, iat, reref,
@@ -432,7 +442,27 @@ def fit(
             reref=reref,
             types=types,
         )
+    if calibrate:
+        model = _calibrated(model, t, calibrate)
     _report_fit(model, output, types)
+
+
+def _calibrated(model, trace, rounds: int):
+    """`calibrate` with a progress bar, and a table of each model's score."""
+    from .calibrate import calibrate
+    from .whatif.cli import progress_bar
+
+    with progress_bar() as bar:
+        task = bar.add_task("calibrating (one twin a round)", total=rounds + 1)
+        model = calibrate(model, trace, rounds, progress=lambda _: bar.advance(task))
+    report = model.doc["fit"]["calibration"]
+    table = Table(title="Calibration: twins' largest LRU miss-ratio deviation")
+    for col in ("round", "deviation", ""):
+        table.add_column(col, justify="right")
+    for r, score in enumerate(report["largest_miss_ratio_deviation"]):
+        table.add_row(str(r), f"{score:.3f}", "chosen" if r == report["chosen"] else "")
+    console.print(table)
+    return model
 
 
 def _levels(levels: str) -> int:

@@ -173,6 +173,8 @@ struct KeyCounts {
     reuse: Hist,
     resume: Hist,
     resume_reuse: Hist,
+    reuse_write: Hist,
+    resume_reuse_write: Hist,
     jumps_ahead: Hist,
     jumps_behind: Hist,
     /// smallest offset and largest end so far (lo > hi before the first request)
@@ -214,6 +216,8 @@ impl KeyCounts {
             reuse: Hist::default(),
             resume: Hist::default(),
             resume_reuse: Hist::default(),
+            reuse_write: Hist::default(),
+            resume_reuse_write: Hist::default(),
             jumps_ahead: Hist::default(),
             jumps_behind: Hist::default(),
             lo: u64::MAX,
@@ -329,6 +333,8 @@ impl KeyCounts {
         s.reuse.merge(&self.reuse);
         s.resume.merge(&self.resume);
         s.resume_reuse.merge(&self.resume_reuse);
+        s.reuse_write.merge(&self.reuse_write);
+        s.resume_reuse_write.merge(&self.resume_reuse_write);
         s.jumps_ahead.merge(&self.jumps_ahead);
         s.jumps_behind.merge(&self.jumps_behind);
         if self.lo <= self.hi {
@@ -398,7 +404,14 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
         c.visits.add(leaf);
         c.count_window(r.ts / window_ns, r.ts);
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
-        add_distances(&cfg, &r, &mut c.resume, &mut c.resume_reuse, &mut c.reuse);
+        add_distances(
+            &cfg,
+            &r,
+            &mut c.resume,
+            &mut c.resume_reuse,
+            &mut c.reuse,
+            [&mut c.reuse_write, &mut c.resume_reuse_write],
+        );
         let cat = category_of(&cfg, &r, lane.last);
         add_phase(&mut c.phase, &r, cat.kind);
         match lane.last {

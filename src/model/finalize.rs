@@ -247,6 +247,15 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, w: &Windows, iat_family: &s
     if !s.resume_reuse.counts.is_empty() {
         doc["resume_reuse"] = Value::Array(buckets(&s.resume_reuse)); // absent before them
     }
+    // the writes' part of each (absent before distances by operation, and with no writes)
+    for (key, h) in [
+        ("reuse_write", &s.reuse_write),
+        ("resume_reuse_write", &s.resume_reuse_write),
+    ] {
+        if !h.counts.is_empty() {
+            doc[key] = Value::Array(buckets(h));
+        }
+    }
     // where the random requests start inside their 4 KiB block, in 512-byte steps: absent
     // before, and for streams aligned to 4 KiB (always step 0) or to less than 512 bytes
     if (PHASE_BYTES..BLOCK).contains(&alignment) && s.phase.iter().any(|&c| c > 0) {

@@ -32,6 +32,9 @@ pub struct History {
     /// The requests by position (one record: a touch that moves a block finds its old one
     /// in one memory access).
     touches: Vec<Touch>,
+    /// The requests' sizes by position (read only by followed picks, so kept apart from the
+    /// records every touch reads).
+    sizes: Vec<u32>,
     /// Leaf -> index into `leaves`.
     leaf_index: FxHashMap<u64, u32>,
     leaves: Vec<LeafList>,
@@ -51,6 +54,7 @@ impl History {
                 crate::hugepages::advise(&v);
                 v
             },
+            sizes: Vec::with_capacity(n),
             leaf_index: FxHashMap::default(),
             leaves: Vec::new(),
         }
@@ -90,6 +94,7 @@ impl History {
             leaf: index,
             slot,
         });
+        self.sizes.push(size);
     }
 
     /// Takes `blocks` from the request at position `prev`: touched again. A request none of
@@ -104,8 +109,11 @@ impl History {
     /// The offset of an old request of `leaf` to re-issue: of the leaf's nearest live
     /// positions on either side of the block at stack distance `dist`, the one whose distance
     /// is nearest `dist` (the older on a tie), if within `search` of it. None where the
-    /// history is shallower than `dist` or the leaf has none.
-    pub fn at_distance(&self, leaf: u64, dist: u64, search: u64) -> Option<u64> {
+    /// history is shallower than `dist` or the leaf has none. With `follow` > 0, up to
+    /// `follow` live positions on each side are candidates, and the nearest whose request is
+    /// followed by old data wins over nearer ones that are not, so a re-scan continuing it
+    /// stays on old blocks (a model's `reuse_pick: "followed"`).
+    pub fn at_distance(&self, leaf: u64, dist: u64, search: u64, follow: usize) -> Option<u64> {
         let marks = self.latest.total(); // distinct blocks touched so far
         if dist >= marks {
             return None;
@@ -116,13 +124,27 @@ impl History {
             return Some(self.touches[at].offset); // its own nearest on both sides, at gap 0
         }
         let list = &self.leaves[index as usize];
-        list.neighbours(at)
-            .into_iter()
-            .flatten()
-            .map(|pos| (self.latest.after(pos).abs_diff(dist), pos))
-            .filter(|&(gap, _)| gap <= search)
-            .min()
+        let scored = |pos: usize| (self.latest.after(pos).abs_diff(dist), pos);
+        let best = if follow == 0 {
+            list.neighbours(at).into_iter().flatten().map(scored).min()
+        } else {
+            // the nearest followed candidate within the search, else the nearest of all
+            let near: Vec<_> = list
+                .near(at, follow)
+                .map(scored)
+                .filter(|c| c.0 <= search)
+                .collect();
+            let followed = near.iter().filter(|c| self.followed(c.1)).min();
+            followed.or(near.iter().min()).copied()
+        };
+        best.filter(|&(gap, _)| gap <= search)
             .map(|(_, pos)| self.touches[pos].offset)
+    }
+
+    /// Whether the block just past the request at `pos` was touched.
+    fn followed(&self, pos: usize) -> bool {
+        let end = self.touches[pos].offset + self.sizes[pos] as u64;
+        self.seen(end, BLOCK as u32)
     }
 }
 
@@ -172,6 +194,19 @@ impl LeafList {
                 .iter()
                 .take_while(|&&p| p as usize <= at)
                 .count()
+    }
+
+    /// Up to `k` live positions at most `at` (nearest first), then up to `k` at least `at`.
+    fn near(&self, at: usize, k: usize) -> impl Iterator<Item = usize> + '_ {
+        let n = self.count_upto(at);
+        let older = std::iter::successors(n.checked_sub(1).and_then(|s| self.live.pred(s)), |&s| {
+            s.checked_sub(1).and_then(|s| self.live.pred(s))
+        });
+        let younger = std::iter::successors(self.live.succ(n), |&s| self.live.succ(s + 1));
+        older
+            .take(k)
+            .chain(younger.take(k))
+            .map(|slot| self.positions[slot] as usize)
     }
 
     /// The largest live position at most `at` and the smallest at least `at`.
@@ -374,13 +409,29 @@ mod tests {
         assert!(!h.seen(12288 + 3584, 4096));
         // blocks 2 and 10 were touched since the first request's others: at distance 2 it is
         // re-issued whole, from its start
-        assert_eq!(h.at_distance(0, 2, 0), Some(0));
+        assert_eq!(h.at_distance(0, 2, 0, 0), Some(0));
         // all of its blocks touched again: it and the second request hold none latest, and
         // leaf 0 has nothing to re-issue
         h.touch(0, 16384, 1);
         assert_eq!(h.latest.total(), 5);
-        assert_eq!(h.at_distance(0, 4, 1024), None);
-        assert_eq!(h.at_distance(1, 4, 0), Some(40960));
+        assert_eq!(h.at_distance(0, 4, 1024, 0), None);
+        assert_eq!(h.at_distance(1, 4, 0, 0), Some(40960));
+    }
+
+    #[test]
+    fn followed_picks_prefer_a_request_with_old_data_after_it() {
+        let mut h = History::new(10, 10, 1 << 30);
+        h.touch(0, 4096, 0); // A, in leaf 0; the block after it is touched next
+        h.touch(4096, 4096, 1);
+        h.touch(1 << 20, 4096, 0); // B, in leaf 0, followed by nothing touched
+        h.touch(8 << 20, 4096, 2);
+        // at distance 0 (leaf 2), leaf 0's nearest is B (1 block away), then A (3)
+        assert_eq!(h.at_distance(0, 0, 10, 0), Some(1 << 20));
+        assert_eq!(h.at_distance(0, 0, 10, 4), Some(0));
+        // A lies past the search: the nearest of all
+        assert_eq!(h.at_distance(0, 0, 2, 4), Some(1 << 20));
+        // one candidate a side: B older, none younger, so B
+        assert_eq!(h.at_distance(0, 0, 10, 1), Some(1 << 20));
     }
 
     #[test]

@@ -18,8 +18,9 @@ use rustc_hash::FxHashMap;
 /// in-leaf jumps (each stream's `jumps_ahead` and `jumps_behind`), version 4 each stream's
 /// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`,
 /// version 7 distances over every block a request overlaps (same layout, other counts),
-/// version 8 each window's first and last request (`WindowStats`).
-const MAGIC: &[u8; 8] = b"IOTWFIT8";
+/// version 8 each window's first and last request (`WindowStats`), version 9 the writes'
+/// distances (`reuse_write`, `resume_reuse_write`).
+const MAGIC: &[u8; 8] = b"IOTWFIT9";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -276,6 +277,8 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     put_hist(w, &s.reuse);
     put_hist(w, &s.resume);
     put_hist(w, &s.resume_reuse);
+    put_hist(w, &s.reuse_write);
+    put_hist(w, &s.resume_reuse_write);
     put_hist(w, &s.jumps_ahead);
     put_hist(w, &s.jumps_behind);
     put_u64(w, s.bytes);
@@ -366,6 +369,8 @@ impl FitReader for Reader<'_> {
         s.reuse = self.hist()?;
         s.resume = self.hist()?;
         s.resume_reuse = self.hist()?;
+        s.reuse_write = self.hist()?;
+        s.resume_reuse_write = self.hist()?;
         s.jumps_ahead = self.hist()?;
         s.jumps_behind = self.hist()?;
         s.bytes = self.u64()?;

@@ -280,14 +280,18 @@ struct StreamModel {
     initial: Budgets,
     rows: Rows,
     leaves: Weighted,
-    reuse: Buckets,
+    /// Re-references' stack distances in all (`reuse`): whether the stream has any.
     reuse_total: u64,
     /// Lags of resumed runs and their total.
     resume: Buckets,
     resume_total: u64,
-    /// Stack distances of resumed runs over old data and their total.
-    resume_reuse: Buckets,
+    /// Resumed runs over old data with a stack distance, in all.
     resume_reuse_total: u64,
+    /// `reuse` and `resume_reuse` by operation (read, write), each with its total: where the
+    /// model has the writes' part (`reuse_write`), reads draw from the rest; before it, both
+    /// draw from the whole.
+    reuse_by_op: [(Buckets, u64); 2],
+    resume_reuse_by_op: [(Buckets, u64); 2],
     /// In-leaf jumps of random requests from the previous request's end, ahead and behind.
     jumps_ahead: Buckets,
     jumps_ahead_total: u64,
@@ -326,6 +330,9 @@ pub struct Sampler {
     /// Re-references draw from one history of all streams (models fitted with global
     /// distances, `reuse_scope: "global"`), or each from its own stream's (older models).
     global_reuse: bool,
+    /// How many live requests on each side of a drawn distance a re-reference considers,
+    /// preferring one followed by old data (0: the nearest alone; `reuse_pick`).
+    follow: usize,
     /// How the fitted trace interleaved streams at one instant (`ties.rs`).
     ties: TieCounts,
     /// A file-level model's files: new data and runs stay inside them (`data.rs`).
@@ -366,6 +373,7 @@ impl Sampler {
             total_requests: int(model, "requests")?,
             streams,
             global_reuse: model.get("reuse_scope").and_then(Value::as_str) == Some("global"),
+            follow: follow_of(model)?,
             ties: TieCounts::from_json(model.get("ties"))?,
             data: DataMap::from_json(model.get("files"))?,
         })
@@ -874,8 +882,9 @@ impl Sampler {
         if cat.kind == KIND_RESUME_REREF {
             // no run of old data open in its leaf: re-read old data as far back as the
             // original's resumed re-scans did, not fresh blocks (cloudPhysics' footprint leak)
-            let distances = (&s.resume_reuse, s.resume_reuse_total);
-            if let Some(off) = reref.and_then(|r| pick(r, distances, target, rng)) {
+            let (d, total) = &s.resume_reuse_by_op[cat.op.min(1) as usize];
+            let distances = (d, *total);
+            if let Some(off) = reref.and_then(|r| pick(r, distances, target, self.follow, rng)) {
                 return (off, own);
             }
         }
@@ -899,7 +908,8 @@ impl Sampler {
         }
         if cat.kind == KIND_REREF || cat.kind == KIND_SEQ_REREF {
             // where an old request was (its size stays the category's: exact size shares)
-            if let Some(off) = reref.and_then(|r| pick(r, (&s.reuse, s.reuse_total), target, rng)) {
+            let (d, total) = &s.reuse_by_op[cat.op.min(1) as usize];
+            if let Some(off) = reref.and_then(|r| pick(r, (d, *total), target, self.follow, rng)) {
                 return (off, own);
             }
         }
@@ -1042,18 +1052,36 @@ fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
 /// at the stack distance nearest one drawn from `distances` (within REREF_SEARCH of it), so
 /// the walk's locality is kept. A distance deeper than the history so far finds nothing: the
 /// request stays cold, which measured closer to real block reuse than drawing again
-/// (cloudPhysics MRC).
+/// (cloudPhysics MRC). `follow` as `History::at_distance`.
 fn pick(
     history: &History,
     (distances, total): (&Buckets, u64),
     target: u64,
+    follow: usize,
     rng: &mut Pcg64Mcg,
 ) -> Option<u64> {
     if total == 0 {
         return None; // the stream's re-references were all outside the SHARDS sample
     }
     let dist = draw(distances, total, rng);
-    history.at_distance(target, dist, REREF_SEARCH)
+    history.at_distance(target, dist, REREF_SEARCH, follow)
+}
+
+/// Candidates on each side of a drawn distance for a followed pick (`reuse_pick:
+/// "followed"`): session 35 measured 4 and 16 alike on cloudPhysics.
+const FOLLOWED_PICKS: usize = 4;
+
+/// How a model's re-references pick among old requests near their drawn distance: the
+/// nearest (absent or "nearest"), or the nearest followed by old data ("followed", written
+/// by calibrated fits, whose distances were tuned for it).
+fn follow_of(model: &Value) -> Result<usize, Err> {
+    match model.get("reuse_pick").map(Value::as_str) {
+        None | Some(Some("nearest")) => Ok(0),
+        Some(Some("followed")) => Ok(FOLLOWED_PICKS),
+        Some(other) => Err(format!(
+            "reuse_pick {other:?}: expected nearest or followed"
+        )),
+    }
 }
 
 /// With one history of all streams, new data fills each leaf from its start, past what is
@@ -1549,9 +1577,11 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
             .ok_or("expected [leaf, count]")?;
         leaves.add(a[0].as_u64().unwrap_or(0), a[1].as_u64().unwrap_or(0));
     }
-    let (reuse, reuse_total) = buckets(v, "reuse")?;
+    let reuse_total = buckets(v, "reuse")?.1;
     let (resume, resume_total) = buckets(v, "resume")?;
-    let (resume_reuse, resume_reuse_total) = buckets(v, "resume_reuse")?;
+    let resume_reuse_total = buckets(v, "resume_reuse")?.1;
+    let reuse_by_op = by_op(v, "reuse", "reuse_write")?;
+    let resume_reuse_by_op = by_op(v, "resume_reuse", "resume_reuse_write")?;
     let (jumps_ahead, jumps_ahead_total) = buckets(v, "jumps_ahead")?;
     let (jumps_behind, jumps_behind_total) = buckets(v, "jumps_behind")?;
     let first = match v.get("first").filter(|f| !f.is_null()) {
@@ -1574,12 +1604,12 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         initial: b,
         rows,
         leaves,
-        reuse,
         reuse_total,
         resume,
         resume_total,
-        resume_reuse,
         resume_reuse_total,
+        reuse_by_op,
+        resume_reuse_by_op,
         jumps_ahead,
         jumps_ahead_total,
         jumps_behind,
@@ -1657,6 +1687,54 @@ fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
         })
         .collect::<Result<Vec<_>, Err>>()?;
     Ok((b, total))
+}
+
+/// The histogram `all` split by operation (read, write) as cumulative buckets with totals:
+/// `write` (the writes' part, on the same buckets) and the rest; both `all` where the model
+/// has no `write` part.
+fn by_op(v: &Value, all: &str, write: &str) -> Result<[(Buckets, u64); 2], Err> {
+    let Some(writes) = v.get(write) else {
+        let whole = buckets(v, all)?;
+        return Ok([whole.clone(), whole]);
+    };
+    let raw = |x: Option<&Value>| -> Result<Vec<(u64, u64, u64)>, Err> {
+        x.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(triple)
+            .collect()
+    };
+    let mut of_writes: FxHashMap<(u64, u64), u64> = FxHashMap::default();
+    for (lo, hi, c) in raw(Some(writes))? {
+        *of_writes.entry((lo, hi)).or_insert(0) += c;
+    }
+    let mut reads = Vec::new();
+    for (lo, hi, c) in raw(v.get(all))? {
+        let w = of_writes.remove(&(lo, hi)).unwrap_or(0);
+        let r = c
+            .checked_sub(w)
+            .ok_or_else(|| format!("{write}: bucket [{lo}, {hi}) counts more than {all}'s"))?;
+        reads.push((lo, hi, r));
+    }
+    if let Some(((lo, hi), _)) = of_writes.into_iter().next() {
+        return Err(format!(
+            "{write}: bucket [{lo}, {hi}) is not one of {all}'s"
+        ));
+    }
+    let cumulative = |rows: Vec<(u64, u64, u64)>| {
+        let mut total = 0;
+        let b: Buckets = rows
+            .into_iter()
+            .filter(|r| r.2 > 0)
+            .map(|(lo, hi, c)| {
+                total += c;
+                (lo, hi, total)
+            })
+            .collect();
+        (b, total)
+    };
+    let write_rows = raw(Some(writes))?;
+    Ok([cumulative(reads), cumulative(write_rows)])
 }
 
 /// Teleports drawing a continuation before they take it anyway (`Sampler::teleport`).
@@ -1739,6 +1817,33 @@ fn stay_rows(tree: &Tree, key: &TransKey) -> impl Iterator<Item = (u32, u64, u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distances_split_by_operation() {
+        use serde_json::json;
+        let v = json!({"reuse": [[1, 2, 5], [2, 4, 4], [4, 8, 1]], "reuse_write": [[1, 2, 2], [4, 8, 1]]});
+        let [reads, writes] = by_op(&v, "reuse", "reuse_write").unwrap();
+        assert_eq!(reads, (vec![(1, 2, 3), (2, 4, 7)], 7));
+        assert_eq!(writes, (vec![(1, 2, 2), (4, 8, 3)], 3));
+        // without the writes' part both draw from the whole
+        let whole = by_op(&json!({"reuse": [[1, 2, 5]]}), "reuse", "reuse_write").unwrap();
+        assert_eq!(whole, [(vec![(1, 2, 5)], 5), (vec![(1, 2, 5)], 5)]);
+        for bad in [json!([[1, 2, 6]]), json!([[3, 4, 1]])] {
+            let v = json!({"reuse": [[1, 2, 5]], "reuse_write": bad});
+            assert!(by_op(&v, "reuse", "reuse_write")
+                .unwrap_err()
+                .starts_with("reuse_write: bucket"));
+        }
+        let v = json!({"reuse_pick": "farthest"});
+        assert!(follow_of(&v)
+            .unwrap_err()
+            .contains("expected nearest or followed"));
+        assert_eq!(
+            follow_of(&json!({"reuse_pick": "followed"})),
+            Ok(FOLLOWED_PICKS)
+        );
+        assert_eq!(follow_of(&json!({})), Ok(0));
+    }
     use crate::model::finalize::finalize;
     use crate::model::stats::{self, Batch, FitConfig, Fitter, KIND_RANDOM};
 

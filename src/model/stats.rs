@@ -7,6 +7,7 @@ use super::hist::Hist;
 use super::history::BLOCK;
 use super::lastseen::LastSeen;
 use super::tree::{TransKey, Tree};
+use crate::columns::OP_WRITE;
 use crate::rankset::{Retouched, WeightedSet};
 use rustc_hash::FxHashMap;
 
@@ -137,6 +138,12 @@ pub struct StreamStats {
     pub resume: Hist,
     /// LRU stack distances of the resumed requests over old data (KIND_RESUME_REREF).
     pub resume_reuse: Hist,
+    /// The writes' share of `reuse` and `resume_reuse` (the reads' is the rest): a stream's
+    /// writes re-reference recent blocks, its reads older ones (cloudPhysics: 42% against 11%
+    /// of their old blocks hit a cache of 1% of the footprint), so one histogram for both
+    /// gave the twin's reads the writes' short distances.
+    pub reuse_write: Hist,
+    pub resume_reuse_write: Hist,
     /// How far a random request landed past (ahead) or before (behind) the end of the
     /// stream's previous request, when both start in one leaf (`leaf_jump`).
     pub jumps_ahead: Hist,
@@ -363,18 +370,26 @@ pub(super) fn add_distances(
     resume: &mut Hist,
     resume_reuse: &mut Hist,
     reuse: &mut Hist,
+    [reuse_write, resume_reuse_write]: [&mut Hist; 2],
 ) {
     if !cfg.reref {
         return;
     }
     let sampled = r.reuse < REUSE_UNSAMPLED;
+    let write = r.op == OP_WRITE;
     if r.resume > 0 {
         resume.add(r.resume as u64);
         if sampled {
             resume_reuse.add(r.reuse as u64);
+            if write {
+                resume_reuse_write.add(r.reuse as u64);
+            }
         }
     } else if sampled {
         reuse.add(r.reuse as u64);
+        if write {
+            reuse_write.add(r.reuse as u64);
+        }
     }
 }
 
@@ -516,7 +531,14 @@ impl Fitter {
             WindowStats::at(r.ts),
         );
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
-        add_distances(&cfg, r, &mut s.resume, &mut s.resume_reuse, &mut s.reuse);
+        add_distances(
+            &cfg,
+            r,
+            &mut s.resume,
+            &mut s.resume_reuse,
+            &mut s.reuse,
+            [&mut s.reuse_write, &mut s.resume_reuse_write],
+        );
         let cat = category_of(&cfg, r, last);
         add_phase(&mut s.phase, r, cat.kind);
         match last {
@@ -622,6 +644,8 @@ fn merge_stream(s: &mut StreamStats, o: &StreamStats) {
     s.reuse.merge(&o.reuse);
     s.resume.merge(&o.resume);
     s.resume_reuse.merge(&o.resume_reuse);
+    s.reuse_write.merge(&o.reuse_write);
+    s.resume_reuse_write.merge(&o.resume_reuse_write);
     s.jumps_ahead.merge(&o.jumps_ahead);
     s.jumps_behind.merge(&o.jumps_behind);
     s.extent = union_extent(s.extent, o.extent);
@@ -1229,8 +1253,10 @@ mod tests {
             reref: true,
             ..cfg(1)
         });
+        // B's re-reads are writes (a read-modify-write pass)
+        let op: Vec<u8> = (0..n).map(|i| u8::from(i >= 8 && i % 2 == 1)).collect();
         f.update(
-            Batch::new(&ts, &st, &vec![0; n], &off, &sz)
+            Batch::new(&ts, &st, &op, &off, &sz)
                 .with_reuse(Some(&reuse))
                 .with_resume(Some(&lags)),
         );
@@ -1245,6 +1271,10 @@ mod tests {
         assert_eq!(s.resume.sorted(), vec![(2, 12)]);
         // each re-read block was last touched 8 distinct blocks before, less one
         assert_eq!(s.resume_reuse.sorted(), vec![(7, 6)]);
+        // the writes' part: B0's re-reference and B1..B3's resumes
+        assert_eq!(s.resume_reuse_write.sorted(), vec![(7, 3)]);
+        let count = |h: &Hist| h.sorted().iter().map(|b| b.1).sum::<u64>();
+        assert_eq!((count(&s.reuse), count(&s.reuse_write)), (2, 1));
     }
 
     #[test]

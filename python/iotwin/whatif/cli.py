@@ -182,7 +182,7 @@ IntensityOpt = Annotated[
 ]
 
 
-def _progress():
+def progress_bar():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     return Progress(
@@ -269,7 +269,7 @@ def cache_cmd(
     w = load_workload(workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt))
     with err_console.status("fitting the twin ..."):
         w.fit()
-    with _progress() as bar:
+    with progress_bar() as bar:
         r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar, count, dirty)
     emit(r, json_out, out, cache.render)
     if plot is not None:
@@ -310,7 +310,7 @@ def intensity_cmd(
         w = load_workload(
             workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt)
         )
-    with _progress() as bar:
+    with progress_bar() as bar:
         r = intensity.study(w, values, device, seed, bar, count)
     emit(r, json_out, out, intensity.render)
     if plot is not None:
