@@ -96,6 +96,8 @@ def test_calibration_is_deterministic_and_refuses_what_it_cannot_tune(
     trace, model = cloudphysics
     once = calibrate(model, trace, rounds=1).doc
     assert calibrate(model, trace, rounds=1).doc == once
+    # the API's fit(calibrate=) is the same model
+    assert iotwin.fit(trace, levels=2, calibrate=1).doc["streams"] == once["streams"]
     with pytest.raises(IotwinError, match="--no-reref"):
         calibrate(fit(trace, levels=1, reref=False), trace)
     with pytest.raises(IotwinError, match="rounds must be >= 0"):

@@ -67,6 +67,7 @@ def fit(
     reref: bool = True,
     types: bool = False,
     seed: int = 0,
+    calibrate: int = 0,
 ) -> Model:
     """Fit the hierarchical Markov model of a trace (docs/model.md).
 
@@ -74,7 +75,9 @@ def fit(
     which fidelity stops improving (seed 000, Figure 6); the sweep is kept in
     `model.doc["fit"]["level_sweep"]`. `iat` forces an inter-arrival family (fixed, normal,
     exponential, poisson, gamma, hyperexp, empirical) instead of the best fit; `types` fits
-    one sub-model per stream type with its count; `reref` models block re-references.
+    one sub-model per stream type with its count; `reref` models block re-references;
+    `calibrate` rounds re-weight their distances until twins follow the trace's LRU
+    miss-ratio curve (`iotwin.calibrate.calibrate`, kept in `model.doc["fit"]["calibration"]`).
     """
     from .levels import sweep
     from .model import fit as fit_model
@@ -89,10 +92,15 @@ def fit(
         model.doc["fit"]["level_sweep"] = [
             {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
         ]
-        return model
-    if not isinstance(levels, int) or isinstance(levels, bool):
+    elif not isinstance(levels, int) or isinstance(levels, bool):
         raise IotwinError(f"levels {levels!r}: expected a number or 'auto'")
-    return fit_model(t, levels=levels, **args)
+    else:
+        model = fit_model(t, levels=levels, **args)
+    if calibrate:
+        from .calibrate import calibrate as tune
+
+        model = tune(model, t, rounds=calibrate)
+    return model
 
 
 def validate(
