@@ -17,6 +17,33 @@ SHARED_STREAMS = {
 }
 
 
+def metrics(report: dict, prefix: str) -> dict[str, dict]:
+    return {k: v for k, v in report["metrics"].items() if k.startswith(prefix)}
+
+
+def issue_bar_misses(trace: iotwin.Trace, report: dict, uniform: dict) -> list[str]:
+    """Issue #3's fidelity bars for a twin of `trace` (`report`: validate(trace, twin);
+    `uniform`: the uniform baseline's): the bars it misses, none when it meets them all."""
+    m = report["metrics"]
+    bars = {
+        "read fraction": m["read_fraction"]["deviation"] <= 0.01,
+        "sequential fraction": m["sequential_fraction"]["deviation"] <= 0.02,
+        "mean size": m["mean_size_bytes"]["deviation"] <= 0.02,
+        "mean inter-arrival": m["mean_interarrival_s"]["deviation"] <= 0.02,
+        "level-1 locality": all(
+            v["deviation"] <= 0.01 for v in metrics(report, "locality_l1").values()
+        ),
+        "thread weights": len(metrics(report, "weight[")) == trace.df["stream"].n_unique()
+        and all(v["deviation"] <= 0.0005 for v in metrics(report, "weight[").values()),
+        "miss ratios": all(v["deviation"] <= 0.05 for v in metrics(report, "miss_ratio").values()),
+    }
+    for kind in ("locality_l1", "miss_ratio"):
+        twin = sum(v["deviation"] for v in metrics(report, kind).values())
+        base = sum(v["deviation"] for v in metrics(uniform, kind).values())
+        bars[f"{kind} closer than the uniform baseline"] = twin < base
+    return [name for name, met in bars.items() if not met]
+
+
 def canonical(rows: list[tuple[int, int, int, int]], ts: list[int]) -> pl.DataFrame:
     """A canonical frame from (stream, op, offset, size) rows and their times."""
     data = {

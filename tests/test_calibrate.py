@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from reference import SHARED_STREAMS
+from reference import SHARED_STREAMS, issue_bar_misses
 from typer.testing import CliRunner
 
 import iotwin
@@ -80,14 +80,17 @@ def test_calibrated_cloudphysics_twin_meets_the_miss_ratio_bar(cloudphysics: tup
     assert tuned.doc["reuse_pick"] == "followed" and "reuse_pick" not in model.doc
 
 
-@pytest.mark.parametrize("name", [n for n in SHARED if n != "cloudPhysicsIO.vscsi"])
-def test_calibrated_twins_stay_within_the_bar(traces: Path, name: str) -> None:
-    """On the other shared traces the plain fit is within the bar already; calibration must
-    keep it there (measured largest: MSR .037, Tencent .020, TPC-C .005)."""
+@pytest.mark.parametrize("name", list(SHARED))
+def test_calibrated_twins_meet_every_bar_of_the_issue(traces: Path, name: str) -> None:
+    """Issue #3's bars, all of them, on every shared trace with the calibrated extension
+    (seed 7): the plain fit misses only cloudPhysics' miss ratios (test_model.py); calibrated,
+    the largest miss-ratio deviations are cloudPhysics .046, MSR .037, Tencent .020, TPC-C
+    .005."""
     trace = iotwin.load_trace(traces / name, opts=ReadOptions(stream_by=SHARED[name]))
     tuned = calibrate(fit(trace, levels=2), trace, rounds=3)
     report = validate(trace, tuned.synth(requests=len(trace), seed=SEED))
-    assert max(miss_ratio_deviations(report)) <= BAR
+    uniform = validate(trace, tuned.synth(requests=len(trace), seed=SEED, baseline="uniform"))
+    assert issue_bar_misses(trace, report, uniform) == []
 
 
 def test_calibration_is_deterministic_and_refuses_what_it_cannot_tune(
@@ -130,3 +133,24 @@ def test_fit_cli_calibrates_and_reports_each_round(traces: Path, tmp_path: Path)
     refused = CliRunner().invoke(app, on_cluster)
     assert isinstance(refused.exception, IotwinError)
     assert "needs the trace in memory" in str(refused.exception)
+
+
+def test_whatif_cache_runs_a_calibrated_twin(traces: Path, tmp_path: Path) -> None:
+    """`whatif cache TRACE --calibrate N` studies the calibrated twin and says so; a model
+    file cannot be calibrated (no trace to tune it to)."""
+    src = traces / "msr_hm0_excerpt.csv"
+    args = ["whatif", "cache", str(src), "--twins", "1", "--calibrate", "2", "--sizes", "0,1M"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    study = json.loads(result.output)
+    assert study["calibration"]["rounds"] == 2
+    assert len(study["calibration"]["largest_miss_ratio_deviation"]) == 3
+    table = CliRunner().invoke(app, args)
+    assert "twin calibrated to the trace (2 rounds)" in table.output
+    plain = json.loads(CliRunner().invoke(app, [*args[:-4], "--sizes", "0,1M", "--json"]).output)
+    assert plain["calibration"] is None
+    model = tmp_path / "m.json"
+    fit(iotwin.load_trace(src)).save(model)
+    refused = CliRunner().invoke(app, ["whatif", "cache", str(model), "--calibrate", "1"])
+    assert isinstance(refused.exception, IotwinError)
+    assert "give the trace" in str(refused.exception)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from reference import SHARED_STREAMS, canonical, reuse_by_op
+from reference import SHARED_STREAMS, canonical, issue_bar_misses, metrics, reuse_by_op
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -78,22 +78,13 @@ def twins(traces: Path) -> dict[str, tuple[iotwin.Trace, Model, dict, dict]]:
     return out
 
 
-def metrics(report: dict, prefix: str) -> dict[str, dict]:
-    return {k: v for k, v in report["metrics"].items() if k.startswith(prefix)}
-
-
 @pytest.mark.parametrize("name", list(SHARED))
 def test_twin_meets_the_feature_bars(twins: dict, name: str) -> None:
-    trace, _, report, _ = twins[name]
-    m = report["metrics"]
-    assert m["read_fraction"]["deviation"] <= 0.01
-    assert m["sequential_fraction"]["deviation"] <= 0.02
-    assert m["mean_size_bytes"]["deviation"] <= 0.02
-    assert m["mean_interarrival_s"]["deviation"] <= 0.02
-    assert all(v["deviation"] <= 0.01 for v in metrics(report, "locality_l1").values())
-    weights = metrics(report, "weight[")
-    assert len(weights) == trace.df["stream"].n_unique()
-    assert all(v["deviation"] <= 0.0005 for v in weights.values())
+    """The plain fit meets every bar of the issue but cloudPhysics' miss ratios, which its
+    calibrated extension meets (tests/test_calibrate.py)."""
+    trace, _, report, uniform = twins[name]
+    missed = ["miss ratios"] if name == "cloudPhysicsIO.vscsi" else []
+    assert issue_bar_misses(trace, report, uniform) == missed
 
 
 REUSE = {"msr_hm0_excerpt.csv": (0.0573, 0.5000), "tencent_cbs_excerpt.csv.bz2": (0.1420, 0.0330)}

@@ -52,6 +52,7 @@ class Workload:
         original: Trace | None,
         model: Model | None = None,
         levels: int | None = None,
+        calibrate: int = 0,
     ) -> None:
         if original is None and model is None:
             raise ValueError("a workload needs a trace or a model")
@@ -59,6 +60,7 @@ class Workload:
         self.original = original
         self._model = model
         self._levels = levels
+        self._calibrate = calibrate
 
     @property
     def model(self) -> Model:
@@ -70,6 +72,10 @@ class Workload:
             assert self.original is not None
             levels = {} if self._levels is None else {"levels": self._levels}
             self._model = fit(self.original, **levels)
+            if self._calibrate:
+                from ..calibrate import calibrate
+
+                self._model = calibrate(self._model, self.original, self._calibrate)
         return self._model
 
     def twin(self, seed: int = 0) -> Trace:
@@ -179,15 +185,20 @@ def is_model_file(path: Path) -> bool:
     return path.suffix.lower() == ".json"
 
 
-def load_workload(path: Path, trace_loader, levels: int | str | None = None) -> Workload:
+def load_workload(
+    path: Path, trace_loader, levels: int | str | None = None, calibrate: int = 0
+) -> Workload:
     """A model file as it is, or a trace to be fitted with default settings (or `levels`)
-    when a study first needs its model."""
+    when a study first needs its model, and calibrated over `calibrate` rounds."""
     if is_model_file(path):
+        if calibrate:
+            raise IotwinError(f"--calibrate tunes a model to its trace: give the trace, not {path}")
         return Workload(path.name, None, Model.load(path))
     trace = trace_loader(path)
     if len(trace) == 0:
         raise IotwinError(f"{path}: the trace has no requests")
-    return Workload(path.name, trace, levels=None if levels is None else int(levels))
+    levels = None if levels is None else int(levels)
+    return Workload(path.name, trace, levels=levels, calibrate=calibrate)
 
 
 def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:

@@ -134,6 +134,8 @@ def study(
     result: dict[str, Any] = {
         "kind": "whatif-cache",
         "workload": w.name,
+        # the twin's model calibrated to the trace (rounds, scores), or None
+        "calibration": w.model.doc.get("fit", {}).get("calibration"),
         "device": describe(hdd),
         "cache": f"{ssd} {policy} write-{write}"
         + (f", cleaned to {dirty:.0%} dirty" if write == "back" else ""),
@@ -231,6 +233,13 @@ def render(r: dict[str, Any], console: Console) -> None:
             "twin and uniform: "
             + precision_note(r, "and uniform baselines")
             + ("; ± the 95% interval of the mean" if "ci95" in r else "; their range")
+        )
+    if r.get("calibration"):
+        c = r["calibration"]
+        scores = c["largest_miss_ratio_deviation"]
+        console.print(
+            f"twin calibrated to the trace ({c['rounds']} rounds): largest LRU miss-ratio "
+            f"deviation {scores[0]:.3f} -> {scores[c['chosen']]:.3f}"
         )
     console.print(footprint_line(r))
     if "reuse" in r:

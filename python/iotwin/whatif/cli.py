@@ -246,6 +246,14 @@ def cache_cmd(
     intensity: IntensityOpt = "auto",
     seed: SeedOpt = 0,
     twins: TwinsOpt = "auto",
+    calibrate: Annotated[
+        int,
+        typer.Option(
+            "--calibrate",
+            help="Calibrate the twin's re-reference distances to the trace over this many "
+            "rounds (iotwin fit --calibrate; 0: off).",
+        ),
+    ] = 0,
     json_out: JsonOpt = False,
     out: OutOpt = None,
     plot: PlotOpt = None,
@@ -266,8 +274,12 @@ def cache_cmd(
         raise IotwinError(f"--policy '{policy}': unknown cache policy (known: {', '.join(known)})")
     sizes_list, scale, count = _sizes(sizes), parse_intensity(intensity), parse_twins(twins)
 
-    w = load_workload(workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt))
-    with err_console.status("fitting the twin ..."):
+    w = load_workload(
+        workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt), None, calibrate
+    )
+    with err_console.status(
+        "fitting the twin" + (" and calibrating it" if calibrate else "") + " ..."
+    ):
         w.fit()
     with progress_bar() as bar:
         r = cache.study(w, sizes_list, over, ssd, policy, write, scale, seed, bar, count, dirty)
