@@ -17,6 +17,7 @@ from iotwin.cli import app
 from iotwin.errors import IotwinError
 from iotwin.formats import ReadOptions
 from iotwin.model import Model, fit
+from iotwin.show import median_distance
 from iotwin.validate import validate
 
 SEED = 7
@@ -26,15 +27,6 @@ BAR = 0.05
 
 def miss_ratio_deviations(report: dict) -> list[float]:
     return [v["deviation"] for k, v in report["metrics"].items() if k.startswith("miss_ratio")]
-
-
-def median_bucket(rows: list[list[int]]) -> int:
-    total, seen = sum(c for *_, c in rows), 0
-    for lo, _, c in rows:
-        seen += c
-        if 2 * seen >= total:
-            return lo
-    raise AssertionError("empty histogram")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +44,7 @@ def test_reads_and_writes_keep_their_own_distances(cloudphysics: tuple) -> None:
     writes = {(lo, hi): c for lo, hi, c in s["reuse_write"]}
     reads = [[lo, hi, c - writes.get((lo, hi), 0)] for lo, hi, c in s["reuse"]]
     assert (sum(writes.values()), sum(c for *_, c in reads)) == (37_162, 30_596)
-    assert (median_bucket(s["reuse_write"]), median_bucket(reads)) == (416, 65_536)
+    assert (median_distance(s["reuse_write"]), median_distance(reads)) == (416, 65_536)
     assert sum(c for *_, c in s["resume_reuse_write"]) == 13_523
 
 
@@ -129,6 +121,9 @@ def test_fit_cli_calibrates_and_reports_each_round(traces: Path, tmp_path: Path)
     doc = json.loads(out.read_text())
     assert len(doc["fit"]["calibration"]["largest_miss_ratio_deviation"]) == 3
     Model.load(out)  # the schema holds
+    shown = CliRunner().invoke(app, ["show", str(out)])
+    assert "calibrated over 2 rounds" in shown.output and "picks followed" in shown.output
+    assert "median" in shown.output and "blocks for reads" in shown.output
     on_cluster = [*args, "--cluster", "tcp://127.0.0.1:9"]
     refused = CliRunner().invoke(app, on_cluster)
     assert isinstance(refused.exception, IotwinError)

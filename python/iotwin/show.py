@@ -76,12 +76,56 @@ def render(model: Model, console: Console, top: int = 10) -> None:
         f"{levels} levels, fanout {b}, capacity {human_size(doc['capacity'])}, "
         f"re-references {'on' if doc.get('reref') else 'off'}"
     )
+    if (reuse := _reuse_line(model)) is not None:
+        console.print(reuse)
     console.print(_levels_table(model))
     console.print(_streams_table(model))
     console.print(_phases(model))
     if (ties := _ties(model)) is not None:
         console.print(ties)
     console.print(_transitions_table(model, top))
+
+
+def median_distance(buckets: list[list[int]]) -> int | None:
+    """The lower edge of the bucket holding a distance histogram's median."""
+    total, seen = sum(c for *_, c in buckets), 0
+    for lo, _, c in buckets:
+        seen += c
+        if total and 2 * seen >= total:
+            return lo
+    return None
+
+
+def _reuse_line(model: Model) -> str | None:
+    """Re-reference distances by operation (median stack distance of reads and writes, all
+    streams' histograms together) and the calibration, if any."""
+    reads: dict[tuple[int, int], int] = {}
+    writes: dict[tuple[int, int], int] = {}
+    for s in model.streams:
+        w = {(lo, hi): c for lo, hi, c in s.get("reuse_write") or []}
+        for lo, hi, c in s.get("reuse") or []:
+            reads[(lo, hi)] = reads.get((lo, hi), 0) + c - w.get((lo, hi), 0)
+        for key, c in w.items():
+            writes[key] = writes.get(key, 0) + c
+    if not reads and not writes:
+        return None
+    parts = []
+    if writes:
+        as_rows = lambda d: [[lo, hi, c] for (lo, hi), c in sorted(d.items())]  # noqa: E731
+        med_r, med_w = median_distance(as_rows(reads)), median_distance(as_rows(writes))
+        parts.append(
+            f"re-reference distances by operation: median {med_r or 0:,} blocks for reads, "
+            f"{med_w or 0:,} for writes"
+        )
+    cal = model.doc.get("fit", {}).get("calibration")
+    if cal:
+        scores = cal["largest_miss_ratio_deviation"]
+        parts.append(
+            f"calibrated over {cal['rounds']} rounds (round {cal['chosen']} kept: largest "
+            f"miss-ratio deviation {scores[0]:.3f} -> {scores[cal['chosen']]:.3f}), picks "
+            f"{model.doc.get('reuse_pick', 'nearest')}"
+        )
+    return "; ".join(parts) if parts else None
 
 
 def _levels_table(model: Model) -> Table:
