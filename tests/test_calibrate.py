@@ -50,8 +50,8 @@ def test_reads_and_writes_keep_their_own_distances(cloudphysics: tuple) -> None:
 
 def test_calibrated_cloudphysics_twin_meets_the_miss_ratio_bar(cloudphysics: tuple) -> None:
     """The plain fit's twin misses the bar (.052 to .067 at 10..50%, seed 7); calibrated (3
-    rounds) every size is within it (measured .026 to .046), and the twin keeps the issue's
-    feature bars."""
+    rounds) every size is within it (measured .025 to .046; over 10 twins and four sets of
+    calibration seeds .041 to .047), and the twin keeps the issue's feature bars."""
     trace, model = cloudphysics
     tuned = calibrate(model, trace, rounds=3)
     plain = miss_ratio_deviations(validate(trace, model.synth(requests=len(trace), seed=SEED)))
@@ -65,10 +65,11 @@ def test_calibrated_cloudphysics_twin_meets_the_miss_ratio_bar(cloudphysics: tup
     assert m["sequential_fraction"]["deviation"] <= 0.02
     assert m["mean_size_bytes"]["deviation"] <= 0.02
     assert m["mean_interarrival_s"]["deviation"] <= 0.02
-    # the document says what was done: every round's score, the best one chosen
+    # the document says what was done: every candidate's score (as fitted, followed picks,
+    # 3 rounds), the best one chosen
     report = tuned.doc["fit"]["calibration"]
     scores = report["largest_miss_ratio_deviation"]
-    assert len(scores) == 4 and scores[report["chosen"]] == min(scores)
+    assert len(scores) == 5 and scores[report["chosen"]] == min(scores) < scores[0]
     assert tuned.doc["reuse_pick"] == "followed" and "reuse_pick" not in model.doc
 
 
@@ -76,7 +77,7 @@ def test_calibrated_cloudphysics_twin_meets_the_miss_ratio_bar(cloudphysics: tup
 def test_calibrated_twins_meet_every_bar_of_the_issue(traces: Path, name: str) -> None:
     """Issue #3's bars, all of them, on every shared trace with the calibrated extension
     (seed 7): the plain fit misses only cloudPhysics' miss ratios (test_model.py); calibrated,
-    the largest miss-ratio deviations are cloudPhysics .046, MSR .037, Tencent .020, TPC-C
+    the largest miss-ratio deviations are cloudPhysics .046, MSR .019, Tencent .020, TPC-C
     .005."""
     trace = iotwin.load_trace(traces / name, opts=ReadOptions(stream_by=SHARED[name]))
     tuned = calibrate(fit(trace, levels=2), trace, rounds=3)
@@ -119,10 +120,11 @@ def test_fit_cli_calibrates_and_reports_each_round(traces: Path, tmp_path: Path)
     assert result.exit_code == 0, result.output
     assert "Calibration" in result.output and "chosen" in result.output
     doc = json.loads(out.read_text())
-    assert len(doc["fit"]["calibration"]["largest_miss_ratio_deviation"]) == 3
+    assert len(doc["fit"]["calibration"]["largest_miss_ratio_deviation"]) == 4
     Model.load(out)  # the schema holds
     shown = CliRunner().invoke(app, ["show", str(out)])
-    assert "calibrated over 2 rounds" in shown.output and "picks followed" in shown.output
+    assert "calibrated over 2 rounds" in shown.output
+    assert f"picks {doc.get('reuse_pick', 'nearest')}" in shown.output
     assert "median" in shown.output and "blocks for reads" in shown.output
     on_cluster = [*args, "--cluster", "tcp://127.0.0.1:9"]
     refused = CliRunner().invoke(app, on_cluster)
@@ -139,9 +141,9 @@ def test_whatif_cache_runs_a_calibrated_twin(traces: Path, tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     study = json.loads(result.output)
     assert study["calibration"]["rounds"] == 2
-    assert len(study["calibration"]["largest_miss_ratio_deviation"]) == 3
+    assert len(study["calibration"]["largest_miss_ratio_deviation"]) == 4
     table = CliRunner().invoke(app, args)
-    assert "twin calibrated to the trace (2 rounds)" in table.output
+    assert "twin calibrated to the trace (2 rounds" in table.output
     plain = json.loads(CliRunner().invoke(app, [*args[:-4], "--sizes", "0,1M", "--json"]).output)
     assert plain["calibration"] is None
     model = tmp_path / "m.json"

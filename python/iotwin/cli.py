@@ -365,7 +365,7 @@ def fit(
         typer.Option(
             "--calibrate",
             help="Rounds of re-weighting the re-reference distances until twins follow the "
-            "trace's LRU miss-ratio curve (0: off; each round synthesizes one twin).",
+            "trace's LRU miss-ratio curve (0: off; each round synthesizes two twins).",
         ),
     ] = 0,
     format: FormatOpt = None,
@@ -449,18 +449,18 @@ def fit(
 
 def _calibrated(model, trace, rounds: int):
     """`calibrate` with a progress bar, and a table of each model's score."""
-    from .calibrate import calibrate
+    from .calibrate import calibrate, candidate_label
     from .whatif.cli import progress_bar
 
     with progress_bar() as bar:
-        task = bar.add_task("calibrating (one twin a round)", total=rounds + 1)
+        task = bar.add_task("calibrating (one twin a candidate)", total=rounds + 2)
         model = calibrate(model, trace, rounds, progress=lambda _: bar.advance(task))
     report = model.doc["fit"]["calibration"]
     table = Table(title="Calibration: twins' largest LRU miss-ratio deviation")
-    for col in ("round", "deviation", ""):
+    for col in ("model", "deviation", ""):
         table.add_column(col, justify="right")
-    for r, score in enumerate(report["largest_miss_ratio_deviation"]):
-        table.add_row(str(r), f"{score:.3f}", "chosen" if r == report["chosen"] else "")
+    for k, score in enumerate(report["largest_miss_ratio_deviation"]):
+        table.add_row(candidate_label(k), f"{score:.3f}", "chosen" if k == report["chosen"] else "")
     console.print(table)
     return model
 

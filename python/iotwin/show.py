@@ -119,10 +119,12 @@ def _reuse_line(model: Model) -> str | None:
         )
     cal = model.doc.get("fit", {}).get("calibration")
     if cal:
+        from .calibrate import candidate_label
+
         scores = cal["largest_miss_ratio_deviation"]
         parts.append(
-            f"calibrated over {cal['rounds']} rounds (round {cal['chosen']} kept: largest "
-            f"miss-ratio deviation {scores[0]:.3f} -> {scores[cal['chosen']]:.3f}), picks "
+            f"calibrated over {cal['rounds']} rounds ({candidate_label(cal['chosen'])} kept: "
+            f"largest miss-ratio deviation {scores[0]:.3f} -> {scores[cal['chosen']]:.3f}), picks "
             f"{model.doc.get('reuse_pick', 'nearest')}"
         )
     return "; ".join(parts) if parts else None

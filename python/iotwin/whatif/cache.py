@@ -235,11 +235,14 @@ def render(r: dict[str, Any], console: Console) -> None:
             + ("; ± the 95% interval of the mean" if "ci95" in r else "; their range")
         )
     if r.get("calibration"):
+        from ..calibrate import candidate_label
+
         c = r["calibration"]
         scores = c["largest_miss_ratio_deviation"]
         console.print(
-            f"twin calibrated to the trace ({c['rounds']} rounds): largest LRU miss-ratio "
-            f"deviation {scores[0]:.3f} -> {scores[c['chosen']]:.3f}"
+            f"twin calibrated to the trace ({c['rounds']} rounds, "
+            f"{candidate_label(c['chosen'])} kept): largest LRU miss-ratio deviation "
+            f"{scores[0]:.3f} as fitted -> {scores[c['chosen']]:.3f}"
         )
     console.print(footprint_line(r))
     if "reuse" in r:
