@@ -355,6 +355,8 @@ def test_large_models_are_measured_on_a_sample(
     iops = {k: job_iops(j) for k, j in jobs.items()}
     doc = models["cloud"].doc
     assert sum(iops.values()) == pytest.approx(doc["requests"] / (doc["span_ns"] / 1e9), rel=0.01)
-    # a sample of a sixth of the model: the mix drifts a little (0.010 here)
-    assert iops["u0-read"] / sum(iops.values()) == pytest.approx(CLOUD_READ_FRACTION, abs=0.02)
+    # a sample of a sixth of the model, every fluctuation window shortened alike: the mix
+    # is the whole run's (0.41255 against 0.41252). A prefix of the run held the first
+    # windows' mix, 0.353: cloudPhysics reads almost only in two of its windows
+    assert iops["u0-read"] / sum(iops.values()) == pytest.approx(CLOUD_READ_FRACTION, abs=0.002)
     assert "113,872 requests" in job.read_text()

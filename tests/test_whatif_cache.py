@@ -33,16 +33,19 @@ def test_twin_follows_the_original_and_the_uniform_baseline_does_not() -> None:
     # dirty blocks while the disk idled, 6.5x and 28x: docs/simulator.md)
     assert orig[-1] > 2 * orig[1] > 20
     # the twin's curve rises with the original's, within a factor 1.3 of it at every size
-    # (twin over original measured 1.04, 1.22, 0.94 and 0.97 over 48 twins; 0.95, 1.17, 0.81
-    # and 0.81 before each stream kept its active stretch of each window: docs/model.md),
-    # each size's mean inside the range of the twins; twins were added (3, 6, ...) until the
-    # twins' and the uniform baseline's 95% intervals came within 2% of their means (48)
-    assert d["twins"] == 48 and d["seeds"] == list(range(48))
-    assert d["precision"] == {"target": 0.02, "reached": True, "fixed": False}
-    for name in ("twin", "uniform"):
+    # (twin over original measured 1.00, 1.16, 0.91 and 0.95 over 53 twins; 1.04, 1.22, 0.94
+    # and 0.97 before each window kept its share of reads, 0.95, 1.17, 0.81 and 0.81 before
+    # each stream kept its active stretch of each window: docs/model.md), each size's mean
+    # inside the range of the twins; twins were added (3, 6, ...) until the twins' and the
+    # uniform baseline's 95% intervals came within 2% of their means, or to the request
+    # budget's cap (53): the twins' are within 1.2%, the baseline's within 2.4% (it reached
+    # 2% at 48 twins before each window kept its share of reads), and the study says so
+    assert d["twins"] == 53 and d["seeds"] == list(range(53))
+    assert d["precision"] == {"target": 0.02, "reached": False, "fixed": False}
+    for name, bound in (("twin", 0.02), ("uniform", 0.025)):
         assert d["ci95"][name][0] == 0.0  # no cache: every realization's speedup is 1
         halves, means = d["ci95"][name][1:], d["curves"][name][1:]
-        assert all(0 < h <= 0.02 * m for h, m in zip(halves, means, strict=True))
+        assert all(0 < h <= bound * m for h, m in zip(halves, means, strict=True))
     for name in ("twin", "uniform"):
         span = d["ranges"][name]
         assert all(
@@ -80,13 +83,15 @@ def test_pgbench_report_lists_every_footprint() -> None:
     d = json.loads(res.output)
     fp = d["footprints"]
     assert fp["original"] == d["footprint_bytes"]
-    # the twin near the original's data (53 twins: 0.795x, single ones 0.76x-0.85x; 0.808x
-    # before new data stayed inside files); the uniform baseline spreads over twice it
+    # the twin near the original's data (53 twins: 1.009x since each window kept its share of
+    # reads, 0.795x before, 0.808x before new data stayed inside files); the uniform baseline
+    # spreads over twice it
     assert 0.75 <= fp["twin"] / fp["original"] <= 1.25
     assert fp["uniform"] > 2 * fp["original"]
     # what a cache of the whole footprint serves, by operation: the original re-reads .921
-    # of its read blocks and rewrites .561; the twins re-read less (.835) and rewrite more
-    # (.676), hence their curve below the original's at half and all of the footprint
+    # of its read blocks and rewrites .561; the twins re-read less (.838) and rewrite more
+    # (.585; .676 before each window kept its share of reads), hence their curve below the
+    # original's at half and all of the footprint
     reuse = d["reuse"]
     expected = reuse_by_op(iotwin.load_trace(SAMPLE))
     assert reuse["original"]["read"] == pytest.approx(expected["read_reuse"], abs=1e-12)
@@ -95,7 +100,7 @@ def test_pgbench_report_lists_every_footprint() -> None:
     assert reuse["twin"]["write"] > reuse["original"]["write"] > reuse["uniform"]["write"]
     text = render_text(d)
     assert "reads / writes: original 92.1% / 56.1%" in text
-    assert "re-reads 83.9% of its read blocks against the original's 92.1%" in text
+    assert "re-reads 83.8% of its read blocks against the original's 92.1%" in text
     assert "underestimated" in text
 
 

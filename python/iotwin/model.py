@@ -385,6 +385,11 @@ def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
     return np.ascontiguousarray(joined.get_column("group").to_numpy(), dtype=np.uint32)
 
 
+def _share(count: int, j: int, k: int) -> int:
+    """Member j's part of `count` split among k members (the parts sum to it)."""
+    return (count * (j + 1)) // k - (count * j) // k
+
+
 def expand_types(doc: dict[str, Any]) -> dict[str, Any]:
     """A model whose sub-models stand for several streams (--types), reassembled into one
     stream per member (seed 001 Table 2): each member gets an equal share of the type's
@@ -400,7 +405,12 @@ def expand_types(doc: dict[str, Any]) -> dict[str, Any]:
             member["name"] = (
                 f"{s.get('name', s['id'])} #{j + 1}" if k > 1 else s.get("name", str(s["id"]))
             )
-            member["windows"] = [(c * (j + 1)) // k - (c * j) // k for c in s["windows"]]
+            member["windows"] = [_share(c, j, k) for c in s["windows"]]
+            if "window_reads" in s:
+                member["window_reads"] = [
+                    min(_share(r, j, k), c)
+                    for r, c in zip(s["window_reads"], member["windows"], strict=True)
+                ]
             member["requests"] = sum(member["windows"])
             # the weight its windows hold, so a run of the original length ends with them
             member["weight"] = member["requests"] / max(1, doc["requests"])
@@ -455,6 +465,7 @@ def check_model(doc: Any, where: str) -> None:
     _check_probabilities(doc, where)
     _check_ties(doc, where)
     _check_ranges(doc, where)
+    _check_window_reads(doc, where)
 
 
 def _check_probabilities(doc: dict[str, Any], where: str) -> None:
@@ -506,6 +517,26 @@ def _check_ranges(doc: dict[str, Any], where: str) -> None:
             if lo > hi:
                 raise IotwinError(
                     f"{where}: at streams/{si}/{at}: starts at {lo}, after its end {hi}"
+                )
+
+
+def _check_window_reads(doc: dict[str, Any], where: str) -> None:
+    """A stream's reads per window are aligned with its windows and none above its window's
+    requests."""
+    for si, s in enumerate(doc["streams"]):
+        reads, windows = s.get("window_reads"), s["windows"]
+        if reads is None:
+            continue
+        if len(reads) != len(windows):
+            raise IotwinError(
+                f"{where}: at streams/{si}/window_reads: {len(reads)} windows, "
+                f"'windows' has {len(windows)}"
+            )
+        for w, (r, n) in enumerate(zip(reads, windows, strict=True)):
+            if r > n:
+                raise IotwinError(
+                    f"{where}: at streams/{si}/window_reads/{w}: {r} reads in a window of "
+                    f"{n} requests"
                 )
 
 

@@ -12,6 +12,7 @@ use super::stats::{
     FLAT_DEPTH, MAX_ALIGN_BITS, PHASES,
 };
 use super::tree::{TransKey, Tree};
+use crate::columns::OP_READ;
 use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 
@@ -226,12 +227,12 @@ impl KeyCounts {
     }
 
     #[inline]
-    fn count_window(&mut self, w: i64, ts: i64) {
+    fn count_window(&mut self, w: i64, ts: i64, read: bool) {
         if w != self.window {
             self.close_window();
             self.window = w;
         }
-        self.window_now.merge(&WindowStats::at(ts));
+        self.window_now.merge(&WindowStats::at(ts, read));
     }
 
     fn close_window(&mut self) {
@@ -402,7 +403,7 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
         c.lo = c.lo.min(r.offset);
         c.hi = c.hi.max(r.offset + r.size as u64);
         c.visits.add(leaf);
-        c.count_window(r.ts / window_ns, r.ts);
+        c.count_window(r.ts / window_ns, r.ts, r.op == OP_READ);
         c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(
             &cfg,

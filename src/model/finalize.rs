@@ -171,15 +171,16 @@ struct Windows {
 }
 
 impl Windows {
-    /// A stream's requests per window, and per window the stretch between its first and
-    /// last request as fractions of the window ([0, 1] where it has none); requests past the
-    /// last window count in it.
-    fn of(&self, s: &StreamStats) -> (Vec<u64>, Vec<[f64; 2]>) {
+    /// A stream's requests and reads per window, and per window the stretch between its
+    /// first and last request as fractions of the window ([0, 1] where it has none);
+    /// requests past the last window count in it.
+    fn of(&self, s: &StreamStats) -> (Vec<u64>, Vec<u64>, Vec<[f64; 2]>) {
         let mut merged = vec![WindowStats::EMPTY; self.count];
         for (&w, x) in &s.windows {
             merged[w.clamp(0, self.count as i64 - 1) as usize].merge(x);
         }
         let counts = merged.iter().map(|x| x.count).collect();
+        let reads = merged.iter().map(|x| x.reads).collect();
         let spans = merged
             .iter()
             .enumerate()
@@ -193,7 +194,7 @@ impl Windows {
                 [at(x.first), at(x.last)]
             })
             .collect();
-        (counts, spans)
+        (counts, reads, spans)
     }
 }
 
@@ -204,7 +205,7 @@ fn round4(x: f64) -> f64 {
 
 fn stream_json(id: u32, s: &StreamStats, total: u64, w: &Windows, iat_family: &str) -> Value {
     let transitions = transitions_json(s, iat_family);
-    let (window_counts, window_spans) = w.of(s);
+    let (window_counts, window_reads, window_spans) = w.of(s);
     let mut entries: Vec<_> = s.entries.iter().map(|(&(d, q), &c)| (d, q, c)).collect();
     entries.sort_unstable();
     let mut leaves: Vec<_> = s.leaf_visits.iter().map(|(&l, &c)| (l, c)).collect();
@@ -232,6 +233,7 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, w: &Windows, iat_family: &s
         "alignment": alignment,
         "first": first,
         "windows": window_counts,
+        "window_reads": window_reads,
         "window_spans": window_spans,
         "leaves": leaves.iter().map(|&(l, c)| json!([l, c])).collect::<Vec<_>>(),
         "entries": entries.iter().map(|&(d, q, c)| json!([d, q, c])).collect::<Vec<_>>(),
@@ -288,16 +290,22 @@ mod tests {
         };
         let mut s = StreamStats::default();
         for (win, first, last, count) in [(0, 20, 80, 3), (2, 210, 240, 2), (2, 205, 220, 1)] {
-            let x = WindowStats { count, first, last };
+            let x = WindowStats {
+                count,
+                reads: count / 2,
+                first,
+                last,
+            };
             add_window(&mut s.windows, win, x);
         }
-        let (counts, spans) = w.of(&s);
+        let (counts, reads, spans) = w.of(&s);
         assert_eq!(counts, vec![3, 0, 3]);
+        assert_eq!(reads, vec![1, 0, 1]);
         assert_eq!(spans, vec![[0.2, 0.8], [0.0, 1.0], [0.1, 0.8]]);
         // requests past the last window count in it
-        let late = WindowStats::at(260);
+        let late = WindowStats::at(260, true);
         s.windows.insert(5, late);
-        let (counts, spans) = w.of(&s);
-        assert_eq!((counts[2], spans[2]), (4, [0.1, 1.0]));
+        let (counts, reads, spans) = w.of(&s);
+        assert_eq!((counts[2], reads[2], spans[2]), (4, 2, [0.1, 1.0]));
     }
 }

@@ -10,6 +10,7 @@ pub mod hist;
 pub mod history;
 pub mod lastseen;
 pub mod nodemap;
+pub mod opmix;
 pub mod partition;
 pub mod pipeline;
 pub mod sample;

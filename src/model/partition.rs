@@ -19,8 +19,8 @@ use rustc_hash::FxHashMap;
 /// `extent`, version 5 resumed re-scans' `resume_reuse`, version 6 each stream's 4 KiB `phase`,
 /// version 7 distances over every block a request overlaps (same layout, other counts),
 /// version 8 each window's first and last request (`WindowStats`), version 9 the writes'
-/// distances (`reuse_write`, `resume_reuse_write`).
-const MAGIC: &[u8; 8] = b"IOTWFIT9";
+/// distances (`reuse_write`, `resume_reuse_write`), version 10 each window's reads.
+const MAGIC: &[u8; 8] = b"IOTWFI10";
 
 /// A fitter fed partition after partition of the same streams, in time order.
 ///
@@ -267,6 +267,7 @@ fn put_stream(w: &mut Vec<u8>, s: &StreamStats) {
     for (&win, x) in &s.windows {
         put_i64(w, win);
         put_u64(w, x.count);
+        put_u64(w, x.reads);
         put_i64(w, x.first);
         put_i64(w, x.last);
     }
@@ -358,9 +359,15 @@ impl FitReader for Reader<'_> {
         }
         for _ in 0..self.len(1)? {
             let win = self.i64()?;
-            let count = self.u64()?;
+            let (count, reads) = (self.u64()?, self.u64()?);
             let (first, last) = (self.i64()?, self.i64()?);
-            s.windows.insert(win, WindowStats { count, first, last });
+            let x = WindowStats {
+                count,
+                reads,
+                first,
+                last,
+            };
+            s.windows.insert(win, x);
         }
         s.alignment_bits = self.u32()?;
         for c in &mut s.phase {

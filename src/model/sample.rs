@@ -13,6 +13,7 @@ use super::dist::Iat;
 use super::finalize::kind_code;
 use super::history::{History, BLOCK};
 use super::nodemap::NodeMap;
+use super::opmix::{self, OpPlan};
 use super::stats::{
     is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
     KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
@@ -20,6 +21,7 @@ use super::stats::{
 use super::ties::{Merger, TieCounts};
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
+use crate::columns::OP_READ;
 use crate::fenwick::Fenwick;
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -306,6 +308,11 @@ struct StreamModel {
     /// When in each fluctuation window the stream is active, as fractions of the window:
     /// its first and last request (none: the whole window).
     spans: Vec<(f64, f64)>,
+    /// Reads per fluctuation window (`window_reads`; empty in models from before it and in
+    /// streams whose categories cannot carry it, `opmix::steerable`) and the stream's share
+    /// of reads.
+    window_reads: Vec<u64>,
+    read_share: f64,
 }
 
 impl StreamModel {
@@ -317,6 +324,26 @@ impl StreamModel {
 
 /// A histogram as [lo, hi, running sum of the counts] buckets (the document keeps counts).
 type Buckets = Vec<(u64, u64, u64)>;
+
+/// One window of a stream's synthesis: its active stretch (`start`, `len`, ns before
+/// intensity), its requests, and of them how many should be reads (None: as the walk draws
+/// them; models from before `window_reads`).
+#[derive(Debug, Clone, Copy)]
+struct Quota {
+    start: f64,
+    len: f64,
+    count: u64,
+    reads: Option<u64>,
+}
+
+/// The walk's operation plan over a stream's windows (None without read targets).
+fn op_plan(quotas: &[Quota]) -> Option<OpPlan> {
+    let targets: Option<Vec<(u64, u64)>> = quotas
+        .iter()
+        .map(|q| q.reads.map(|r| (q.count, r)))
+        .collect();
+    targets.filter(|t| !t.is_empty()).map(OpPlan::new)
+}
 
 /// A model ready to sample.
 #[derive(Debug, Clone)]
@@ -389,7 +416,10 @@ impl Sampler {
             .zip(&counts)
             .map(|(s, &n)| self.window_quotas(s, p, n))
             .collect();
-        let lengths: Vec<u64> = quotas.iter().map(|q| q.iter().map(|w| w.2).sum()).collect();
+        let lengths: Vec<u64> = quotas
+            .iter()
+            .map(|q| q.iter().map(|w| w.count).sum())
+            .collect();
         let parts = self.walk_streams(&quotas, &lengths, p);
         let mut placer = Placer::new(self, &lengths, p.seed);
         let merger = Merger::new(self.ties, lengths, p.seed);
@@ -402,13 +432,14 @@ impl Sampler {
     /// generator, so they share the machine's cores (largest first) with the same result.
     fn walk_streams(
         &self,
-        quotas: &[Vec<(f64, f64, u64)>],
+        quotas: &[Vec<Quota>],
         lengths: &[u64],
         p: &SynthParams,
     ) -> Vec<StreamPart> {
         let one = |k: usize| {
             let (s, n) = (&self.streams[k], lengths[k]);
             let mut st = self.walk_state(s, n, p.seed);
+            st.ops = op_plan(&quotas[k]);
             let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
             self.walk(s, &mut st, n, p.uniform, &mut steps, &mut gaps);
             let times = place_times(&quotas[k], &gaps, p.intensity);
@@ -454,10 +485,12 @@ impl Sampler {
         let mut lengths = Vec::with_capacity(self.streams.len());
         for (s, &n) in self.streams.iter().zip(&counts) {
             let quotas = self.window_quotas(s, &p, n);
-            let n = quotas.iter().map(|q| q.2).sum::<u64>();
+            let n = quotas.iter().map(|q| q.count).sum::<u64>();
             lengths.push(n);
+            let mut st = self.walk_state(s, n, p.seed);
+            st.ops = op_plan(&quotas);
             cursors.push(Cursor {
-                st: self.walk_state(s, n, p.seed),
+                st,
                 quotas,
                 window: 0,
                 placed: 0,
@@ -494,6 +527,7 @@ impl Sampler {
             reref: own_history.then(|| History::new(n as usize, s.blocks(n), self.tree.capacity)),
             recent: RecentEnds::default(),
             i: 0,
+            ops: None,
         }
     }
 
@@ -509,7 +543,7 @@ impl Sampler {
             .zip(&counts)
             .map(|(s, &n)| match p.requests {
                 Some(_) => n,
-                None => self.window_quotas(s, p, n).iter().map(|w| w.2).sum(),
+                None => self.window_quotas(s, p, n).iter().map(|w| w.count).sum(),
             });
         // what each history holds, (requests, blocks): one of all streams' requests (where
         // any re-references), or one per stream that re-references
@@ -588,7 +622,7 @@ impl Sampler {
 
     /// The stream's windows as (start, length, requests), cycling through the fluctuation
     /// pattern until `n` requests (or the duration) are reached. Times are before intensity.
-    fn window_quotas(&self, s: &StreamModel, p: &SynthParams, n: u64) -> Vec<(f64, f64, u64)> {
+    fn window_quotas(&self, s: &StreamModel, p: &SynthParams, n: u64) -> Vec<Quota> {
         let k = s.windows.len().max(1);
         let compress = p.compress.max(1e-9);
         let lengths: Vec<f64> = (0..k)
@@ -626,8 +660,17 @@ impl Sampler {
                 1 => (0.0, 1.0),
                 _ => s.spans.get(w).copied().unwrap_or((0.0, 1.0)),
             };
-            // (start, length, requests) of the active stretch of `len` ns from `t`
-            let stretch = |len: f64, count: u64| (t + lo * len, (hi - lo) * len, count);
+            // the active stretch of `len` ns from `t`, with `count` requests and the window's
+            // share of reads among them
+            let stretch = |len: f64, count: u64| Quota {
+                start: t + lo * len,
+                len: (hi - lo) * len,
+                count,
+                reads: s.window_reads.get(w).map(|&r| {
+                    let share = r as f64 / s.windows[w].max(1) as f64;
+                    (share * count as f64).round() as u64
+                }),
+            };
             if p.requests.is_some() && done + quota >= n {
                 let left = n - done;
                 if quota > 0 {
@@ -667,6 +710,7 @@ impl Sampler {
             reref,
             recent,
             i,
+            ops,
         } = st;
         for _ in 0..n {
             if budget.left == 0 {
@@ -674,7 +718,10 @@ impl Sampler {
             }
             let (cat, target, gap) = match (*i, *cur, s.first) {
                 (0, _, Some((leaf, c))) => (c, leaf, 0.0),
-                (_, Some((leaf, _)), _) => self.step(s, budget, leaf, rng),
+                (_, Some((leaf, _)), _) => {
+                    let want = ops.as_mut().and_then(|o| o.want(*i));
+                    self.step(s, budget, leaf, want, rng)
+                }
                 _ => self.teleport(s, budget, rng),
             };
             let placed = if self.global_reuse {
@@ -693,6 +740,9 @@ impl Sampler {
                 *cur = Some((self.tree.leaf_of(offset), offset + size as u64));
                 Some(offset)
             };
+            if let Some(o) = ops.as_mut() {
+                o.record(*i, cat.op == OP_READ);
+            }
             steps.push(Step {
                 cat,
                 target,
@@ -703,12 +753,14 @@ impl Sampler {
         }
     }
 
-    /// One transition from `leaf`: (category, target leaf, gap).
+    /// One transition from `leaf`: (category, target leaf, gap), its category steered toward
+    /// a share `want` of reads where the window has a target (`opmix`).
     fn step(
         &self,
         s: &StreamModel,
         b: &mut Budgets,
         leaf: u64,
+        want: Option<f64>,
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
         let picked = if self.flat {
@@ -717,22 +769,34 @@ impl Sampler {
             self.tree_move(s, b, leaf, rng)
         };
         match picked {
-            Some((t, q)) => self.consume(s, b, t, q, rng),
+            Some((t, q)) => self.consume(s, b, t, q, want, rng),
             None => self.teleport(s, b, rng),
         }
     }
 
     /// Uses one count of transition `t` (and of one of its categories) landing in leaf `q`.
+    /// Steering redraws the category only. Redrawing the transition with it steers a walk
+    /// whose transitions hold one operation each too, but MSR's twin then crowded its reads,
+    /// spread over its leaves, into its busy window: simulated mean +35% (docs/model.md).
     fn consume(
         &self,
         s: &StreamModel,
         b: &mut Budgets,
         t: usize,
         q: u64,
+        want: Option<f64>,
         rng: &mut Pcg64Mcg,
     ) -> (Category, u64, f64) {
         // the transition's categories hold exactly its remaining count: draw below it
-        let c = peek(&b.categories[t], b.remaining[t], rng).unwrap_or(0);
+        let (counts, left) = (&b.categories[t], b.remaining[t]);
+        let c = match want {
+            None => peek(counts, left, rng).unwrap_or(0),
+            Some(w) => opmix::steered(w, s.read_share, || {
+                let c = peek(counts, left, rng).unwrap_or(0);
+                Some((c, s.cats[t][c].0.op == OP_READ, rng.random()))
+            })
+            .unwrap_or(0),
+        };
         self.use_category(s, b, t, c, q, rng)
     }
 
@@ -1218,11 +1282,14 @@ fn random_in(lo: u64, hi: u64, size: u64, align: u64, rng: &mut Pcg64Mcg) -> u64
 }
 
 /// Request times: each window's requests spread over it by their relative gaps.
-fn place_times(quotas: &[(f64, f64, u64)], gaps: &[f64], intensity: f64) -> Vec<i64> {
+fn place_times(quotas: &[Quota], gaps: &[f64], intensity: f64) -> Vec<i64> {
     let mut times = Vec::with_capacity(gaps.len());
     let mut i = 0usize;
-    for &(start, len, q) in quotas {
-        let q = q as usize;
+    for &Quota {
+        start, len, count, ..
+    } in quotas
+    {
+        let q = count as usize;
         if q == 0 {
             continue;
         }
@@ -1264,6 +1331,8 @@ struct WalkState {
     /// Where its latest requests ended (sequential and resumed runs continue there).
     recent: RecentEnds,
     i: u64,
+    /// Each window's reads to aim for (models with `window_reads`).
+    ops: Option<OpPlan>,
 }
 
 /// The walk generator's seed for a stream.
@@ -1335,7 +1404,7 @@ type Output = (u8, u64, u32);
 /// One stream of a streaming synthesis: its windows and the current window's requests.
 struct Cursor {
     st: WalkState,
-    quotas: Vec<(f64, f64, u64)>,
+    quotas: Vec<Quota>,
     window: usize,
     placed: usize,
     times: Vec<i64>,
@@ -1377,7 +1446,13 @@ impl Synth {
     fn push_head(&mut self, k: usize) {
         let c = &mut self.cursors[k];
         while c.pos >= c.steps.len() {
-            let Some(&(start, len, q)) = c.quotas.get(c.window) else {
+            let Some(&Quota {
+                start,
+                len,
+                count: q,
+                ..
+            }) = c.quotas.get(c.window)
+            else {
                 return;
             };
             c.window += 1;
@@ -1584,6 +1659,27 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     let resume_reuse_by_op = by_op(v, "resume_reuse", "resume_reuse_write")?;
     let (jumps_ahead, jumps_ahead_total) = buckets(v, "jumps_ahead")?;
     let (jumps_behind, jumps_behind_total) = buckets(v, "jumps_behind")?;
+    let (mut window_reads, read_share) = window_reads(v)?;
+    let windows: Vec<u64> = v
+        .get("windows")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let by_transition = cats.iter().zip(&b.categories).map(|(cs, counts)| {
+        let reads = cs
+            .iter()
+            .zip(counts)
+            .filter(|((c, _), _)| c.op == OP_READ)
+            .map(|(_, &n)| n)
+            .sum::<u64>();
+        (reads, counts.iter().sum::<u64>() - reads)
+    });
+    if !opmix::steerable(
+        by_transition,
+        windows.iter().copied().zip(window_reads.iter().copied()),
+    ) {
+        window_reads.clear();
+    }
     let first = match v.get("first").filter(|f| !f.is_null()) {
         Some(f) => Some((int(f, "leaf")?, category(f)?)),
         None => None,
@@ -1594,11 +1690,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         alignment: int(v, "alignment").unwrap_or(1),
         phase: phases(v)?,
         first,
-        windows: v
-            .get("windows")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default(),
+        windows,
         keys,
         cats,
         initial: b,
@@ -1617,7 +1709,42 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         extent: extent(v)?,
         blocks_per_request,
         spans: spans(v)?,
+        window_reads,
+        read_share,
     })
+}
+
+/// A stream's reads per window (`window_reads`: as many as `windows`, none above its window's
+/// requests) and its share of reads; none in models from before them.
+fn window_reads(v: &Value) -> Result<(Vec<u64>, f64), Err> {
+    let Some(list) = v.get("window_reads").and_then(Value::as_array) else {
+        return Ok((Vec::new(), 0.0));
+    };
+    let windows: Vec<u64> = v
+        .get("windows")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    if list.len() != windows.len() {
+        return Err(format!(
+            "'window_reads' has {} windows, 'windows' {}",
+            list.len(),
+            windows.len()
+        ));
+    }
+    let reads = list
+        .iter()
+        .zip(&windows)
+        .enumerate()
+        .map(|(w, (r, &n))| match r.as_u64() {
+            Some(r) if r <= n => Ok(r),
+            _ => Err(format!(
+                "'window_reads' window {w}: expected a count of reads up to its {n} requests"
+            )),
+        })
+        .collect::<Result<Vec<u64>, Err>>()?;
+    let share = reads.iter().sum::<u64>() as f64 / windows.iter().sum::<u64>().max(1) as f64;
+    Ok((reads, share))
 }
 
 /// A stream's `window_spans`: per window, [first, last] as fractions of the window (absent

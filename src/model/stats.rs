@@ -159,6 +159,9 @@ pub struct StreamStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowStats {
     pub count: u64,
+    /// Of them reads: a stream's operations need not fluctuate together (cloudPhysics reads
+    /// almost only in its two busy windows, and writes in every one).
+    pub reads: u64,
     pub first: i64,
     pub last: i64,
 }
@@ -167,14 +170,16 @@ impl WindowStats {
     /// No request yet (merging into it gives the other).
     pub const EMPTY: WindowStats = WindowStats {
         count: 0,
+        reads: 0,
         first: i64::MAX,
         last: i64::MIN,
     };
 
-    /// One request at `ts`.
-    pub fn at(ts: i64) -> WindowStats {
+    /// One request at `ts`, a read or not.
+    pub fn at(ts: i64, read: bool) -> WindowStats {
         WindowStats {
             count: 1,
+            reads: read as u64,
             first: ts,
             last: ts,
         }
@@ -182,6 +187,7 @@ impl WindowStats {
 
     pub fn merge(&mut self, o: &WindowStats) {
         self.count += o.count;
+        self.reads += o.reads;
         self.first = self.first.min(o.first);
         self.last = self.last.max(o.last);
     }
@@ -528,7 +534,7 @@ impl Fitter {
         add_window(
             &mut s.windows,
             r.ts / cfg.window_ns.max(1),
-            WindowStats::at(r.ts),
+            WindowStats::at(r.ts, r.op == crate::columns::OP_READ),
         );
         s.alignment_bits = s.alignment_bits.min(r.offset.trailing_zeros());
         add_distances(
