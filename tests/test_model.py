@@ -731,6 +731,13 @@ def test_each_window_keeps_its_share_of_reads(twins: dict) -> None:
 
     assert misplaced(model) < 0.02
     assert misplaced(Model.from_doc(bare)) > 0.2
+    # `show` prints each window's share of reads (a model from before them: no line)
+    console = Console(width=200, record=True)
+    render(model, console)
+    assert "  reads: 0%, 1%, 49%, 12%, 2%, 38%, 1%, 49%, 13%, 1%, 0%\n" in console.export_text()
+    console = Console(width=200, record=True)
+    render(Model.from_doc(bare), console)
+    assert "  reads:" not in console.export_text()
 
 
 def test_a_stream_whose_operations_keep_apart_is_not_steered(twins: dict) -> None:

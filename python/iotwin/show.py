@@ -208,7 +208,25 @@ def _phases(model: Model) -> str:
     mult = ", ".join(f"{c / mean:.2f}" for c in counts[:12])
     more = ", ..." if len(counts) > 12 else ""
     window = human_time(model.doc["window_ns"])
-    return f"Fluctuation phases ({len(counts)} windows of {window}): {spark}\n  intensity multipliers: {mult}{more}"
+    text = f"Fluctuation phases ({len(counts)} windows of {window}): {spark}\n  intensity multipliers: {mult}{more}"
+    reads = _window_reads(model, len(counts))
+    if reads is not None:
+        shares = ", ".join(
+            f"{r / c:.0%}" if c else "-" for r, c in zip(reads, counts[:12], strict=True)
+        )
+        text += f"\n  reads: {shares}{more}"
+    return text
+
+
+def _window_reads(model: Model, windows: int) -> list[int] | None:
+    """Reads per window over all streams (None: a model from before `window_reads`)."""
+    if not all("window_reads" in s for s in model.streams):
+        return None
+    reads = [0] * windows
+    for s in model.streams:
+        for i, r in enumerate(s["window_reads"]):
+            reads[i] += r
+    return reads[:12]
 
 
 def _ties(model: Model) -> str | None:
