@@ -740,6 +740,28 @@ def test_each_window_keeps_its_share_of_reads(twins: dict) -> None:
     assert "  reads:" not in console.export_text()
 
 
+def test_window_reads_are_an_extension_that_can_be_left_off(
+    twins: dict, traces: Path, tmp_path: Path
+) -> None:
+    """`window_reads` extends the paper's model (design.md: extensions stay optional): fitted
+    without it (`--no-window-ops`, `fit(window_reads=False)`), the model is the same but
+    for it, and its twin draws operations as the paper's walk does."""
+    trace, model, _, _ = twins["cloudPhysicsIO.vscsi"]
+    plain = iotwin.fit(trace, levels=2, window_reads=False)
+    bare = json.loads(json.dumps(model.doc))
+    for s in bare["streams"]:
+        del s["window_reads"]
+    assert plain.doc["streams"] == bare["streams"]
+    out = tmp_path / "m.json"
+    args = ["fit", str(traces / "msr_hm0_excerpt.csv"), "-o", str(out), "--no-window-ops"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert all("window_reads" not in s for s in Model.load(out).streams)
+    res = CliRunner().invoke(app, args[:-1])
+    assert res.exit_code == 0, res.output
+    assert all("window_reads" in s for s in Model.load(out).streams)
+
+
 def test_a_stream_whose_operations_keep_apart_is_not_steered(twins: dict) -> None:
     """MSR reads in one window (502 of its 508 reads), but on leaves of their own: 88 of its
     requests are in transitions that hold both operations, against 458 a walk blind to

@@ -68,6 +68,7 @@ def fit(
     types: bool = False,
     seed: int = 0,
     calibrate: int = 0,
+    window_reads: bool = True,
 ) -> Model:
     """Fit the hierarchical Markov model of a trace (docs/model.md).
 
@@ -77,14 +78,21 @@ def fit(
     exponential, poisson, gamma, hyperexp, empirical) instead of the best fit; `types` fits
     one sub-model per stream type with its count; `reref` models block re-references;
     `calibrate` rounds re-weight their distances until twins follow the trace's LRU
-    miss-ratio curve (`iotwin.calibrate.calibrate`, kept in `model.doc["fit"]["calibration"]`).
+    miss-ratio curve (`iotwin.calibrate.calibrate`, kept in `model.doc["fit"]["calibration"]`);
+    `window_reads` keeps each fluctuation window's reads and steers the twin toward them.
     """
     from .levels import sweep
     from .model import fit as fit_model
 
     t = _trace(trace)
     args: dict[str, Any] = dict(
-        fanout=fanout, flat=flat, window_s=window_s, iat=iat, reref=reref, types=types
+        fanout=fanout,
+        flat=flat,
+        window_s=window_s,
+        iat=iat,
+        reref=reref,
+        types=types,
+        window_reads=window_reads,
     )
     if levels == "auto":
         chosen, points = sweep(t, seed=seed, **args)

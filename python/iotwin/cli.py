@@ -357,6 +357,14 @@ def fit(
             help="One sub-model per stream type (data/log, intensity, fluctuation) with its count.",
         ),
     ] = False,
+    window_reads: Annotated[
+        bool,
+        typer.Option(
+            "--window-ops/--no-window-ops",
+            help="Keep each fluctuation window's share of reads and steer the twin's operations "
+            "toward it (off: as the paper's walk draws them).",
+        ),
+    ] = True,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the twins scored by --levels auto.")
     ] = 0,
@@ -387,7 +395,7 @@ def fit(
     if is_dataset(trace) and levels != "auto" and not types:
         model = _fit_dataset(
             trace, _levels(levels), fanout, flat, window_s, iat, reref,
-            cluster, cluster_timeout, retries,
+            cluster, cluster_timeout, retries, window_reads,
         )  # fmt: skip
         _report_fit(model, output, types)
         return
@@ -413,6 +421,7 @@ def fit(
                 iat=iat,
                 reref=reref,
                 types=types,
+                window_reads=window_reads,
                 on_level=scored,
             )
         table = Table(title="Level sweep (seed 000, Figure 6)")
@@ -441,6 +450,7 @@ def fit(
             iat=iat,
             reref=reref,
             types=types,
+            window_reads=window_reads,
         )
     if calibrate:
         model = _calibrated(model, t, calibrate)
@@ -483,6 +493,7 @@ def _fit_dataset(
     cluster: str | None,
     timeout_s: float,
     retries: int,
+    window_reads: bool,
 ):
     """Fits a partitioned dataset in-process or on a Dask cluster, with a progress bar."""
     from .distributed import fit_dataset
@@ -490,7 +501,7 @@ def _fit_dataset(
     return _on_dataset(
         fit_dataset, path, show_progress=True, levels=levels, fanout=fanout, flat=flat,
         window_s=window_s, iat=iat, reref=reref, cluster=cluster, timeout_s=timeout_s,
-        retries=retries,
+        retries=retries, window_reads=window_reads,
     )  # fmt: skip
 
 

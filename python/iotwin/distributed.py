@@ -33,6 +33,7 @@ from .model import (
     check_settings,
     default_window_ns,
     describe,
+    drop_window_reads,
     parse_json,
     warn_if_short,
 )
@@ -158,10 +159,11 @@ def fit_dataset(
     retries: int = DEFAULT_RETRIES,
     progress: Progress | None = None,
     client: Client | None = None,
+    window_reads: bool = True,
 ) -> Model:
     """The model of a partitioned dataset: in-process, or on `cluster` ("local", "local:N" or
     a scheduler address such as "tcp://host:8786") or an open Dask `client`. The same model
-    as `model.fit` of the whole trace."""
+    as `model.fit` of the whole trace (`window_reads` as there)."""
     check_settings(iat, levels, fanout)
     ds = open_dataset(path)
     if ds.requests == 0:
@@ -177,6 +179,8 @@ def fit_dataset(
     doc = parse_json(_core.finalize_partitions(stats, iat, span_ns))
     if ds.ties is not None:  # datasets split before streams' interleaving was counted lack it
         doc["ties"] = ds.ties
+    if not window_reads:
+        drop_window_reads(doc)
     meta = ds.meta if layout is None else replace(ds.meta, capacity=settings.capacity, files=[])
     clock_ns = ds.clock_ns if ds.meta.timed else None
     return describe(doc, meta, layout, started, iat, clock_ns)

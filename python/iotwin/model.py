@@ -247,11 +247,14 @@ def fit(
     reref: bool = True,
     types: bool = False,
     reuse_scope: str = "auto",
+    window_reads: bool = True,
 ) -> Model:
     """Fits the hierarchical (or flat) model to a canonical trace. With `types`, streams are
     classified (seed 000 Table II) and one sub-model per type is fitted, with its count.
     `reuse_scope` "auto" measures re-references against all streams' history where streams
-    share one address space (not devices or volumes); "stream" keeps them per stream."""
+    share one address space (not devices or volumes); "stream" keeps them per stream.
+    `window_reads` keeps each fluctuation window's reads, toward which the twin steers its
+    operations (an extension: without it, operations as the paper's walk draws them)."""
     check_settings(iat, levels, fanout)
     if trace.df.height == 0:
         raise IotwinError("cannot fit a model to an empty trace")
@@ -291,6 +294,8 @@ def fit(
         ties = ties_done.result()
     doc = parse_json(doc_text)
     doc["ties"] = ties
+    if not window_reads:
+        drop_window_reads(doc)
     if type_of is not None:
         labels = sorted(set(type_of.values()))
         for s in doc["streams"]:
@@ -383,6 +388,13 @@ def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
     )
     joined = trace.df.select("stream").join(mapping, on="stream", how="left", maintain_order="left")
     return np.ascontiguousarray(joined.get_column("group").to_numpy(), dtype=np.uint32)
+
+
+def drop_window_reads(doc: dict[str, Any]) -> None:
+    """Removes each stream's `window_reads`: its twin draws operations as the paper's walk
+    does, without steering them toward each window's share."""
+    for s in doc["streams"]:
+        s.pop("window_reads", None)
 
 
 def _share(count: int, j: int, k: int) -> int:
