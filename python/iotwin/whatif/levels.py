@@ -15,19 +15,22 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from ..devices import describe, resolve
 from ..errors import IotwinError
+from ..formats.base import OP_READ
 from ..levels import MAX_LEVELS, LevelPoint, sweep
 from ..model import Model, ShortTraceWarning
-from ..sim import Figures, at_once, placed, simulate
+from ..sim import Figures, SimResult, at_once, placed, simulate
 from ..trace import Trace
 from . import PRECISION, auto_intensity, ensemble, precision_note, replicate
 
 KIND = "whatif-levels"
 WITHIN = 0.05  # the mean-response bar of the issue (twin within 5% of the original)
+SPLIT_ROWS = 12  # windows the table shows: those where twin and original differ the most
 
 
 def relative_error(twin: float, original: float) -> float:
@@ -60,18 +63,24 @@ def study(
         warnings.simplefilter("ignore", ShortTraceWarning)
         chosen, sweep_points = sweep(trace, fanout, seed, max_levels, full=True)
     base_p95 = base.percentile_ms(95)
+    windows = _windows(sweep_points[0].model)
 
-    def twin_run(model: Model, twin_seed: int) -> Figures:
+    def twin_run(model: Model, twin_seed: int) -> tuple[Figures, np.ndarray]:
         twin = placed(model.synth(requests=len(trace), seed=twin_seed))
-        return simulate(twin, spec, scale, seed).figures()
+        result = simulate(twin, spec, scale, seed)
+        return result.figures(), window_split(twin, result, *windows)
 
     runs: list[list[Figures]] = [[] for _ in sweep_points]
+    splits: list[np.ndarray] = []  # the chosen level's twins, by window
 
     def run(seeds: list[int]) -> None:
         # every level's next twins synthesized and simulated at once, keeping their figures
         results = at_once([partial(twin_run, p.model, s) for p in sweep_points for s in seeds])
         for k, level_runs in enumerate(runs):
-            level_runs += results[k * len(seeds) : (k + 1) * len(seeds)]
+            done = results[k * len(seeds) : (k + 1) * len(seeds)]
+            level_runs += [figures for figures, _ in done]
+            if sweep_points[k].levels == chosen:
+                splits.extend(split for _, split in done)
 
     def samples() -> list[list[float]]:
         return [[getattr(r, key) for r in rs] for rs in runs for key in ("mean_ms", "p95_ms")]
@@ -98,7 +107,41 @@ def study(
         "points": points,
         "chosen": chosen,
         "within_5pct": within,
+        "by_window": {
+            "window_s": windows[0] / 1e9,
+            "levels": chosen,
+            "original": _rows(window_split(original, base, *windows)),
+            "twin": _rows(np.mean(splits, axis=0)),
+        },
     }
+
+
+def _windows(model: Model) -> tuple[int, int]:
+    """The model's fluctuation windows: (length in ns, how many)."""
+    return int(model.doc["window_ns"]), max(len(s["windows"]) for s in model.streams)
+
+
+def window_split(trace: Trace, result: SimResult, window_ns: int, windows: int) -> np.ndarray:
+    """Per fluctuation window (as the fit cuts them; requests past the last count in it):
+    requests, reads, summed response time (s) and of it the reads'. Where a twin's mean
+    response matches the original's by errors that cancel (MSR: bursty writes too cheap in
+    one window, reads too dear in another), this shows them."""
+    ts = trace.numpy("ts_ns", np.int64)
+    w = np.clip(ts // max(1, window_ns), 0, windows - 1)
+    read = trace.numpy("op", np.uint8) == OP_READ
+    seconds = result.response_ns.astype(np.float64) / 1e9
+    columns = (
+        np.bincount(w, minlength=windows),
+        np.bincount(w, weights=read, minlength=windows),
+        np.bincount(w, weights=seconds, minlength=windows),
+        np.bincount(w, weights=seconds * read, minlength=windows),
+    )
+    return np.stack([c.astype(np.float64) for c in columns], axis=1)
+
+
+def _rows(split: np.ndarray) -> list[dict[str, float]]:
+    keys = ("requests", "reads", "response_s", "read_response_s")
+    return [dict(zip(keys, map(float, row), strict=True)) for row in split]
 
 
 def level_point(
@@ -158,6 +201,39 @@ def render(r: dict[str, Any], console: Console) -> None:
             + precision_note(r, "per level")
             + ("; ± the 95% interval of the mean error" if intervals else "; their range")
         )
+    if "by_window" in r:
+        console.print(_split_table(r["by_window"]))
+
+
+def _split_table(split: dict[str, Any]) -> Table:
+    """The chosen level's response time by fluctuation window, original beside the twins'
+    mean: the windows where they differ most, in time order."""
+    original, twin = split["original"], split["twin"]
+    t = Table(
+        title=f"Where the response time goes at {split['levels']} levels: summed response per "
+        f"{split['window_s']:g} s window (twin: the mean over its twins)",
+        title_justify="left",
+    )
+    for c in ("window", "requests", "reads", "response s", "of it reads s"):
+        t.add_column(c, justify="right")
+    gap = [abs(b["response_s"] - a["response_s"]) for a, b in zip(original, twin, strict=True)]
+    shown = sorted(sorted(range(len(gap)), key=lambda i: -gap[i])[:SPLIT_ROWS])
+    for i in shown:
+        a, b = original[i], twin[i]
+        t.add_row(
+            str(i),
+            f"{a['requests']:,.0f} / {b['requests']:,.0f}",
+            f"{a['reads']:,.0f} / {b['reads']:,.0f}",
+            f"{a['response_s']:.2f} / {b['response_s']:.2f}",
+            f"{a['read_response_s']:.2f} / {b['read_response_s']:.2f}",
+        )
+    total = [sum(x["response_s"] for x in rows) for rows in (original, twin)]
+    t.caption = f"original / twin; all windows: {total[0]:.2f} / {total[1]:.2f} s" + (
+        f"; {len(gap) - len(shown)} windows closer than these not shown"
+        if len(gap) > len(shown)
+        else ""
+    )
+    return t
 
 
 def plot(r: dict[str, Any], path) -> None:
