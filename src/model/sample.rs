@@ -793,9 +793,8 @@ impl Sampler {
             None => peek(counts, left, rng).unwrap_or(0),
             Some(w) => opmix::steered(w, s.read_share, || {
                 let c = peek(counts, left, rng).unwrap_or(0);
-                Some((c, s.cats[t][c].0.op == OP_READ, rng.random()))
-            })
-            .unwrap_or(0),
+                (c, s.cats[t][c].0.op == OP_READ, rng.random())
+            }),
         };
         self.use_category(s, b, t, c, q, rng)
     }
@@ -1659,27 +1658,13 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     let resume_reuse_by_op = by_op(v, "resume_reuse", "resume_reuse_write")?;
     let (jumps_ahead, jumps_ahead_total) = buckets(v, "jumps_ahead")?;
     let (jumps_behind, jumps_behind_total) = buckets(v, "jumps_behind")?;
-    let (mut window_reads, read_share) = window_reads(v)?;
     let windows: Vec<u64> = v
         .get("windows")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
-    let by_transition = cats.iter().zip(&b.categories).map(|(cs, counts)| {
-        let reads = cs
-            .iter()
-            .zip(counts)
-            .filter(|((c, _), _)| c.op == OP_READ)
-            .map(|(_, &n)| n)
-            .sum::<u64>();
-        (reads, counts.iter().sum::<u64>() - reads)
-    });
-    if !opmix::steerable(
-        by_transition,
-        windows.iter().copied().zip(window_reads.iter().copied()),
-    ) {
-        window_reads.clear();
-    }
+    let (window_reads, read_share) = window_reads(v, &windows)?;
+    let window_reads = steerable_reads(window_reads, &windows, &cats, &b.categories);
     let first = match v.get("first").filter(|f| !f.is_null()) {
         Some(f) => Some((int(f, "leaf")?, category(f)?)),
         None => None,
@@ -1716,15 +1701,10 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
 
 /// A stream's reads per window (`window_reads`: as many as `windows`, none above its window's
 /// requests) and its share of reads; none in models from before them.
-fn window_reads(v: &Value) -> Result<(Vec<u64>, f64), Err> {
+fn window_reads(v: &Value, windows: &[u64]) -> Result<(Vec<u64>, f64), Err> {
     let Some(list) = v.get("window_reads").and_then(Value::as_array) else {
         return Ok((Vec::new(), 0.0));
     };
-    let windows: Vec<u64> = v
-        .get("windows")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_u64).collect())
-        .unwrap_or_default();
     if list.len() != windows.len() {
         return Err(format!(
             "'window_reads' has {} windows, 'windows' {}",
@@ -1734,7 +1714,7 @@ fn window_reads(v: &Value) -> Result<(Vec<u64>, f64), Err> {
     }
     let reads = list
         .iter()
-        .zip(&windows)
+        .zip(windows)
         .enumerate()
         .map(|(w, (r, &n))| match r.as_u64() {
             Some(r) if r <= n => Ok(r),
@@ -1745,6 +1725,32 @@ fn window_reads(v: &Value) -> Result<(Vec<u64>, f64), Err> {
         .collect::<Result<Vec<u64>, Err>>()?;
     let share = reads.iter().sum::<u64>() as f64 / windows.iter().sum::<u64>().max(1) as f64;
     Ok((reads, share))
+}
+
+/// The window reads the walk steers toward: none where the stream's transitions that hold
+/// both operations cannot carry them (`opmix::steerable`; `counts` per transition and
+/// category, as `cats`).
+fn steerable_reads(
+    reads: Vec<u64>,
+    windows: &[u64],
+    cats: &[Vec<(Category, Gap)>],
+    counts: &[Vec<u64>],
+) -> Vec<u64> {
+    let by_transition = cats.iter().zip(counts).map(|(cs, ns)| {
+        let read: u64 = cs
+            .iter()
+            .zip(ns)
+            .filter(|((c, _), _)| c.op == OP_READ)
+            .map(|(_, &n)| n)
+            .sum();
+        (read, ns.iter().sum::<u64>() - read)
+    });
+    let targets = windows.iter().copied().zip(reads.iter().copied());
+    if opmix::steerable(by_transition, targets) {
+        reads
+    } else {
+        Vec::new()
+    }
 }
 
 /// A stream's `window_spans`: per window, [first, last] as fractions of the window (absent

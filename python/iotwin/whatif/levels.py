@@ -65,22 +65,22 @@ def study(
     base_p95 = base.percentile_ms(95)
     windows = _windows(sweep_points[0].model)
 
-    def twin_run(model: Model, twin_seed: int) -> tuple[Figures, np.ndarray]:
-        twin = placed(model.synth(requests=len(trace), seed=twin_seed))
+    def twin_run(p: LevelPoint, twin_seed: int) -> tuple[Figures, np.ndarray | None]:
+        twin = placed(p.model.synth(requests=len(trace), seed=twin_seed))
         result = simulate(twin, spec, scale, seed)
-        return result.figures(), window_split(twin, result, *windows)
+        split = window_split(twin, result, *windows) if p.levels == chosen else None
+        return result.figures(), split
 
     runs: list[list[Figures]] = [[] for _ in sweep_points]
     splits: list[np.ndarray] = []  # the chosen level's twins, by window
 
     def run(seeds: list[int]) -> None:
         # every level's next twins synthesized and simulated at once, keeping their figures
-        results = at_once([partial(twin_run, p.model, s) for p in sweep_points for s in seeds])
+        results = at_once([partial(twin_run, p, s) for p in sweep_points for s in seeds])
         for k, level_runs in enumerate(runs):
             done = results[k * len(seeds) : (k + 1) * len(seeds)]
             level_runs += [figures for figures, _ in done]
-            if sweep_points[k].levels == chosen:
-                splits.extend(split for _, split in done)
+            splits.extend(split for _, split in done if split is not None)
 
     def samples() -> list[list[float]]:
         return [[getattr(r, key) for r in rs] for rs in runs for key in ("mean_ms", "p95_ms")]
