@@ -5,7 +5,7 @@
 //! are added into the fitter at the end of the batch, so merging and encoding see the same
 //! `StreamStats` as before.
 
-use super::hist::Hist;
+use super::hist::{Hist, BUCKETS};
 use super::stats::{
     add_distances, add_jump, add_phase, add_phases, add_window, add_windows, category_of,
     leaf_jump, Batch, Category, FitConfig, Fitter, IatStats, Last, StreamStats, WindowStats,
@@ -290,10 +290,10 @@ impl KeyCounts {
             grouped[next[c as usize]] = v;
             next[c as usize] += 1;
         }
+        let mut scratch = [0u32; BUCKETS];
         for (c, iat) in self.iats.iter_mut().enumerate() {
-            for &v in &grouped[start[c]..start[c + 1]] {
-                iat.2.add(v);
-            }
+            iat.2
+                .add_all(&grouped[start[c]..start[c + 1]], &mut scratch);
         }
         self.pending.clear();
     }

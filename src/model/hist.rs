@@ -9,6 +9,9 @@ pub const SUB_BITS: u32 = 3;
 const SUB: u64 = 1 << SUB_BITS;
 const LINEAR: u64 = 2 * SUB; // values below this have their own bucket
 
+/// Buckets in all: `bucket(u64::MAX) + 1`.
+pub const BUCKETS: usize = (LINEAR + (63 - SUB_BITS as u64) * SUB) as usize;
+
 /// The bucket of a value.
 pub fn bucket(v: u64) -> u16 {
     if v < LINEAR {
@@ -74,5 +77,6 @@ mod tests {
         assert_eq!(bucket(16), 16);
         assert_eq!(bucket_range(16), (16, 18));
         assert_eq!(bucket(1_000_000), bucket(1_000_001));
+        assert_eq!(bucket(u64::MAX) as usize + 1, BUCKETS);
     }
 }
