@@ -463,18 +463,22 @@ fn characterize_chunks<'py>(
     summary_to_py(py, &summary)
 }
 
-/// Fits the model to canonical columns (time-ordered) and returns the model document as JSON
-/// text; see `model::stats` and `model::finalize`. The GIL is released while fitting.
+/// Fits the model to canonical columns (time-ordered), each given as a list of chunks that
+/// hold the same rows (Parquet row groups, or one contiguous array), and returns the model
+/// document as JSON text, with the trace's `ties` as JSON when `ties` asks for them (counted
+/// on another core while the model is finalised). Chunks are fitted in place, without being
+/// joined, unless re-references or groups need the whole sequence; see `model::stats` and
+/// `model::finalize`. The GIL is released while fitting.
 #[pyfunction]
-#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns, group=None, global_reuse=false))]
+#[pyo3(signature = (ts_ns, stream, op, offset, size, levels, fanout, capacity, flat, window_ns, reref, iat_family, span_ns, group=None, global_reuse=false, ties=false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_model<'py>(
     py: Python<'py>,
-    ts_ns: &Bound<'py, PyAny>,
-    stream: &Bound<'py, PyAny>,
-    op: &Bound<'py, PyAny>,
-    offset: &Bound<'py, PyAny>,
-    size: &Bound<'py, PyAny>,
+    ts_ns: Vec<Bound<'py, PyAny>>,
+    stream: Vec<Bound<'py, PyAny>>,
+    op: Vec<Bound<'py, PyAny>>,
+    offset: Vec<Bound<'py, PyAny>>,
+    size: Vec<Bound<'py, PyAny>>,
     levels: u32,
     fanout: u32,
     capacity: u64,
@@ -485,15 +489,19 @@ fn fit_model<'py>(
     span_ns: i64,
     group: Option<&Bound<'py, PyAny>>,
     global_reuse: bool,
-) -> PyResult<String> {
+    ties: bool,
+) -> PyResult<(String, Option<String>)> {
     use crate::model::{finalize::finalize, pipeline, stats, tree::Tree};
-    let bufs = CanonicalBuffers::get(ts_ns, stream, op, offset, size)?;
-    let (ts, st, o, off, sz) = bufs.slices()?;
     if levels == 0 || fanout < 2 || (fanout as f64).powi(levels as i32) > 4e18 {
         return Err(PyValueError::new_err(
             "levels must be >= 1 and fanout >= 2 (fanout^levels < 4e18)",
         ));
     }
+    let bufs = chunk_buffers(&ts_ns, &stream, &op, &offset, &size)?;
+    let pieces = bufs
+        .iter()
+        .map(CanonicalBuffers::slices)
+        .collect::<PyResult<Vec<_>>>()?;
     let config = stats::FitConfig {
         tree: Tree::new(levels, fanout, capacity),
         flat,
@@ -503,34 +511,117 @@ fn fit_model<'py>(
     let family = iat_family.to_string();
     let group_buf = group.map(PyBuffer::<u32>::get).transpose()?;
     let groups = group_buf.as_ref().map(buffer_slice).transpose()?;
-    let doc = py.detach(|| {
-        // with `global_reuse` (streams share one address space, e.g. processes over files)
-        // re-references count against every stream's history, as a shared cache sees them
-        // resumed-run lags: one cheap pass per stream, needed by every counting path
-        let resume = reref.then(|| stats::resume_lags(st, off, sz));
-        // one sequence of accesses (one history, or the only stream): the distance pass runs
-        // ahead of the counting on another core
-        let one_sequence = global_reuse || st.iter().all(|&s| s == st[0]);
-        let batch = stats::Batch::new(ts, st, o, off, sz).with_group(groups);
-        let fitter = if reref && one_sequence && pipeline::worth_it(ts.len()) {
-            let tracker = pipeline::trace_tracker(off, sz, 4096);
-            let resume = resume.as_deref();
-            pipeline::fit_pipelined(config, batch.with_resume(resume), tracker, 4096)
-        } else {
-            let reuse = reref.then(|| match global_reuse {
-                true => stats::global_stack_distances(off, sz, 4096),
-                false => stats::stack_distances(st, off, sz, 4096),
-            });
-            let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
-            stats::fit_parallel(config, batch.with_reuse(reuse).with_resume(resume))
+    let rows: usize = pieces.iter().map(|p| p.0.len()).sum();
+    if groups.is_some_and(|g| g.len() != rows) {
+        return Err(PyValueError::new_err("group: one per request expected"));
+    }
+    let out = py.detach(|| {
+        // re-references and groups read the whole sequence at once: chunks joined
+        let whole = (pieces.len() > 1 && (reref || groups.is_some())).then(|| joined(&pieces));
+        let pieces = match &whole {
+            Some(w) => vec![(&w.0[..], &w.1[..], &w.2[..], &w.3[..], &w.4[..])],
+            None => pieces,
         };
-        let mut doc = finalize(&fitter, &family, span_ns);
-        if reref && global_reuse {
-            doc["reuse_scope"] = "global".into();
-        }
-        doc.to_string()
+        let fitter = match pieces.as_slice() {
+            [(ts, st, o, off, sz)] => {
+                // with `global_reuse` (streams share one address space, e.g. processes over
+                // files) re-references count against every stream's history, as a shared
+                // cache sees them; resumed-run lags: one cheap pass per stream
+                let resume = reref.then(|| stats::resume_lags(st, off, sz));
+                // one sequence of accesses (one history, or the only stream): the distance
+                // pass runs ahead of the counting on another core
+                let one_sequence = global_reuse || st.iter().all(|&s| s == st[0]);
+                let batch = stats::Batch::new(ts, st, o, off, sz).with_group(groups);
+                if reref && one_sequence && pipeline::worth_it(ts.len()) {
+                    let tracker = pipeline::trace_tracker(off, sz, 4096);
+                    let resume = resume.as_deref();
+                    pipeline::fit_pipelined(config, batch.with_resume(resume), tracker, 4096)
+                } else {
+                    let reuse = reref.then(|| match global_reuse {
+                        true => stats::global_stack_distances(off, sz, 4096),
+                        false => stats::stack_distances(st, off, sz, 4096),
+                    });
+                    let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
+                    stats::fit_parallel(config, &[batch.with_reuse(reuse).with_resume(resume)])
+                }
+            }
+            _ => {
+                let batches: Vec<_> = pieces
+                    .iter()
+                    .map(|&(ts, st, o, off, sz)| stats::Batch::new(ts, st, o, off, sz))
+                    .collect();
+                stats::fit_parallel(config, &batches)
+            }
+        };
+        std::thread::scope(|scope| {
+            // the ties on another core while finalisation runs (counting took both)
+            let tie_json = ties.then(|| {
+                scope.spawn(|| {
+                    let mut counter = crate::model::ties::TieCounter::default();
+                    for &(ts, st, _, off, sz) in &pieces {
+                        counter.update(ts, st, off, sz, None);
+                    }
+                    counter.counts().to_json().to_string()
+                })
+            });
+            let mut doc = finalize(&fitter, &family, span_ns);
+            if reref && global_reuse {
+                doc["reuse_scope"] = "global".into();
+            }
+            let doc = doc.to_string();
+            let tie_json = tie_json.map(|h| h.join().expect("tie thread panicked"));
+            (doc, tie_json)
+        })
     });
-    Ok(doc)
+    Ok(out)
+}
+
+/// Each chunk's five canonical columns; every column must have the same chunks.
+fn chunk_buffers(
+    ts_ns: &[Bound<'_, PyAny>],
+    stream: &[Bound<'_, PyAny>],
+    op: &[Bound<'_, PyAny>],
+    offset: &[Bound<'_, PyAny>],
+    size: &[Bound<'_, PyAny>],
+) -> PyResult<Vec<CanonicalBuffers>> {
+    let n = ts_ns.len();
+    if [stream.len(), op.len(), offset.len(), size.len()]
+        .iter()
+        .any(|&c| c != n)
+    {
+        return Err(PyValueError::new_err(
+            "every column needs the same number of chunks",
+        ));
+    }
+    let bufs = (0..n)
+        .map(|i| CanonicalBuffers::get(&ts_ns[i], &stream[i], &op[i], &offset[i], &size[i]))
+        .collect::<PyResult<Vec<_>>>()?;
+    for b in &bufs {
+        let (ts, st, o, off, sz) = b.slices()?;
+        if [st.len(), o.len(), off.len(), sz.len()]
+            .iter()
+            .any(|&l| l != ts.len())
+        {
+            return Err(PyValueError::new_err("chunks of different lengths"));
+        }
+    }
+    Ok(bufs)
+}
+
+/// Columns that own their rows (`CanonicalSlices` as vectors).
+type OwnedColumns = (Vec<i64>, Vec<u32>, Vec<u8>, Vec<u64>, Vec<u32>);
+
+/// The chunks' rows in one set of columns.
+fn joined(pieces: &[CanonicalSlices<'_>]) -> OwnedColumns {
+    let mut out = OwnedColumns::default();
+    for &(ts, st, o, off, sz) in pieces {
+        out.0.extend_from_slice(ts);
+        out.1.extend_from_slice(st);
+        out.2.extend_from_slice(o);
+        out.3.extend_from_slice(off);
+        out.4.extend_from_slice(sz);
+    }
+    out
 }
 
 /// Statistics of a partitioned trace, fed one partition (canonical columns) at a time in

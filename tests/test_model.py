@@ -249,6 +249,30 @@ def test_streams_at_one_instant_interleave_as_fitted(twins: dict) -> None:
     ) in shown
 
 
+@pytest.mark.parametrize("name", ["msr_hm0_excerpt.csv", "tencent_cbs_excerpt.csv.bz2"])
+def test_row_groups_fit_as_one_trace(traces: Path, tmp_path: Path, name: str) -> None:
+    """A Parquet trace's row groups are fitted where they lie, without joining them: the model
+    (ties, Tencent's coarse clock and all) is the one the trace in one piece gives; with
+    re-references, which need the whole sequence, too."""
+    whole = iotwin.load_trace(traces / name, opts=ReadOptions(stream_by=SHARED[name]))
+    path = tmp_path / "groups.parquet"
+    groups = max(97, len(whole) // 16)
+    whole.df.write_parquet(path, row_group_size=groups, metadata=whole.meta.to_kv())
+    for reref in (False, True):
+        grouped = iotwin.load_trace(path)
+        assert grouped._df.get_column("offset").n_chunks() > 3
+        expected, got = (
+            fit(whole, levels=2, reref=reref).doc,
+            fit(grouped, levels=2, reref=reref).doc,
+        )
+        for doc in (expected, got):
+            doc.pop("fit")
+            doc["source"].pop("path")
+        assert got == expected
+        assert grouped._chunked is not reref  # only re-references joined the row groups
+    assert ("clock_ns" in expected["source"]) == name.startswith("tencent")
+
+
 def test_same_seed_same_bytes(twins: dict, tmp_path: Path) -> None:
     _, model, _, _ = twins["msr_hm0_excerpt.csv"]
     paths = []

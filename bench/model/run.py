@@ -415,7 +415,10 @@ def step_profile(trace_path: str, model_path: str, requests: int, out: str) -> N
     window = model.default_window_ns(span)
 
     def core(reref: bool) -> str:
-        return _core.fit_model(*cols, LEVELS, FANOUT, capacity, False, window, reref, "auto", span)
+        chunks = [[c] for c in cols]
+        return _core.fit_model(
+            *chunks, LEVELS, FANOUT, capacity, False, window, reref, "auto", span
+        )[0]
 
     doc_text = timed("fit: core, re-references on", lambda: core(True))
     timed("fit: core, re-references off", lambda: core(False))

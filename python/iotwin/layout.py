@@ -48,7 +48,7 @@ def layout_from_ends(ends: dict[int, int], files: list[dict[str, Any]]) -> list[
 def on_virtual_device(trace: Trace) -> tuple[Trace, list[dict[str, Any]] | None]:
     """The trace with file offsets moved onto the virtual device (unchanged when it is not
     file-level), and the layout used."""
-    if "file" not in trace.df.columns:
+    if "file" not in trace.columns:
         return trace, None
     layout = file_layout(trace)
     bases = pl.DataFrame(

@@ -45,6 +45,16 @@ IAT_FAMILIES = (
 )
 
 
+# The columns the core fits, with their dtypes.
+CORE_COLUMNS: list[tuple[str, type]] = [
+    ("ts_ns", np.int64),
+    ("stream", np.uint32),
+    ("op", np.uint8),
+    ("offset", np.uint64),
+    ("size", np.uint32),
+]
+
+
 def default_window_ns(span_ns: int) -> int:
     """30-minute windows; traces shorter than 10 of them get span/10 (seed 000, III.C)."""
     if span_ns >= MIN_WINDOWS * DEFAULT_WINDOW_NS:
@@ -256,30 +266,34 @@ def fit(
     `window_reads` keeps each fluctuation window's reads, toward which the twin steers its
     operations (an extension: without it, operations as the paper's walk draws them)."""
     check_settings(iat, levels, fanout)
-    if trace.df.height == 0:
+    if len(trace) == 0:
         raise IotwinError("cannot fit a model to an empty trace")
     started = time.perf_counter()
-    warn_if_short(trace.df.height, levels, fanout)
+    warn_if_short(len(trace), levels, fanout)
     type_of = stream_types(trace) if types else None
     # streams that are devices or volumes have address spaces of their own; others (processes,
     # threads over files) share one, so a block one reads may be another's re-reference
     if reuse_scope not in ("auto", "stream"):
         raise IotwinError(f"reuse scope '{reuse_scope}': expected auto or stream")
     shared_space = reuse_scope == "auto" and trace.meta.stream_by not in SEPARATE_SPACES
-    # ties on the trace's own files and offsets, as datasets count them; a pass of its own
-    # (without the GIL) that runs beside the core's serial stretches
+    # ties on the trace's own files and offsets: file-level traces count them here, on a
+    # thread of their own (without the GIL) beside the core's serial stretches; the core
+    # counts the others itself, beside its finalisation
+    files = "file" in trace.columns
     with ThreadPoolExecutor(max_workers=1) as pool:
-        ties_done = pool.submit(tie_counts, trace.df)
+        ties_done = pool.submit(tie_counts, trace.df) if files else None
         trace, layout = on_virtual_device(trace)
-        df = trace.df
-        span_ns = int(df["ts_ns"][-1] - df["ts_ns"][0]) if trace.meta.timed else 0
+        # row groups are fitted where they lie (no copy) unless the whole sequence is needed
+        names, dtypes = [n for n, _ in CORE_COLUMNS], [d for _, d in CORE_COLUMNS]
+        if reref or type_of is not None:
+            columns = [[trace.numpy(n, d)] for n, d in CORE_COLUMNS]
+        else:
+            columns = trace.column_chunks(names, dtypes)
+        ts = [c for c in columns[0] if len(c)]
+        span_ns = int(ts[-1][-1] - ts[0][0]) if trace.meta.timed else 0
         window_ns = int(window_s * 1e9) if window_s else default_window_ns(span_ns)
-        doc_text = _core.fit_model(
-            trace.numpy("ts_ns", np.int64),
-            trace.numpy("stream", np.uint32),
-            trace.numpy("op", np.uint8),
-            trace.numpy("offset", np.uint64),
-            trace.numpy("size", np.uint32),
+        doc_text, core_ties = _core.fit_model(
+            *columns,
             levels,
             fanout,
             max(1, trace.capacity),
@@ -290,8 +304,9 @@ def fit(
             span_ns,
             _groups(trace, type_of),
             global_reuse=reref and shared_space,
+            ties=not files,
         )
-        ties = ties_done.result()
+        ties = ties_done.result() if ties_done is not None else json.loads(core_ties)
     doc = parse_json(doc_text)
     doc["ties"] = ties
     if not window_reads:
@@ -303,7 +318,7 @@ def fit(
         doc["types"] = [
             {"type": s["type"], "count": s["count"], "weight": s["weight"]} for s in doc["streams"]
         ]
-    tick = coarse_clock_ns(trace.numpy("ts_ns", np.int64)) if trace.meta.timed else None
+    tick = coarse_clock_ns(ts) if trace.meta.timed else None
     return describe(doc, trace.meta, layout, started, iat, tick, named=type_of is None)
 
 

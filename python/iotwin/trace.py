@@ -104,27 +104,31 @@ class Trace:
         """The address-space size: the device size when known, else max(offset + size)."""
         if self.meta.capacity:
             return int(self.meta.capacity)
-        if self.df.height == 0:
+        if self._df.height == 0:
             return 0
         end = (pl.col("offset") + pl.col("size").cast(pl.UInt64)).max()
-        return int(self.df.select(end).item())
+        return int(self._df.select(end).item())
 
 
 # A clock this coarse (or coarser) that stamps many requests alike is a coarse clock.
 COARSE_TICK_NS = 1_000_000
 
 
-def coarse_clock_ns(ts: np.ndarray) -> int | None:
+def coarse_clock_ns(ts: np.ndarray | list[np.ndarray]) -> int | None:
     """The tick of a coarse trace clock (Tencent stamps whole seconds): every time a multiple
-    of a tick of at least 1 ms, and at least 1% of requests sharing a stamp; else None."""
-    if len(ts) < 2:
+    of a tick of at least 1 ms, and at least 1% of requests sharing a stamp; else None.
+    `ts` is the times, or their chunks in order."""
+    chunks = [c for c in ts if len(c)] if isinstance(ts, list) else [ts]
+    if sum(len(c) for c in chunks) < 2:
         return None
     # the whole trace's tick divides its first stamps' tick: most clocks are fine, and a
     # prefix says so without a pass over every stamp
-    if int(np.gcd.reduce(ts[:4096] - ts[0])) < COARSE_TICK_NS:
+    head = chunks[0][:4096] if len(chunks[0]) >= 4096 else np.concatenate(chunks)[:4096]
+    if int(np.gcd.reduce(head - head[0])) < COARSE_TICK_NS:
         return None
-    tick = int(np.gcd.reduce(ts - ts[0]))
-    if tick < COARSE_TICK_NS or np.count_nonzero(np.diff(ts) == 0) < len(ts) // 100:
+    whole = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    tick = int(np.gcd.reduce(whole - whole[0]))
+    if tick < COARSE_TICK_NS or np.count_nonzero(np.diff(whole) == 0) < len(whole) // 100:
         return None
     return tick
 

@@ -360,13 +360,16 @@ fn new_stream_stats() -> StreamStats {
 }
 
 /// `Fitter::update`: counts time-ordered requests into `f`.
-pub fn update(f: &mut Fitter, batch: Batch) {
+pub fn update(f: &mut Fitter, batches: &[Batch]) {
     // tables much larger than the batch cost more to clear and scan than they save
-    let budget = DENSE_BUDGET.min(batch.len().saturating_mul(2) + 4096);
-    count_batch(f, batch, budget);
+    let rows: usize = batches.iter().map(Batch::len).sum();
+    let budget = DENSE_BUDGET.min(rows.saturating_mul(2) + 4096);
+    count_batches(f, batches, budget);
 }
 
-fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
+/// Counts consecutive pieces of the trace (row groups) as one batch: gathered in the same
+/// tables and flushed once (a flush per row group cost a 10M-request fit 10%).
+fn count_batches(f: &mut Fitter, batches: &[Batch], mut budget: usize) {
     let cfg = f.config;
     let g = Geometry::new(&cfg);
     let window_ns = cfg.window_ns.max(1);
@@ -375,67 +378,70 @@ fn count_batch(f: &mut Fitter, batch: Batch, mut budget: usize) {
     let mut counts: Vec<KeyCounts> = Vec::new();
     let mut counts_of: FxHashMap<u32, usize> = FxHashMap::default();
     let mut current = usize::MAX; // the lane of the previous request
-    for i in 0..batch.len() {
-        let r = batch.request(i);
-        if current == usize::MAX || lanes[current].stream != r.stream {
-            current = *lane_of.entry(r.stream).or_insert_with(|| {
-                lanes.push(Lane {
-                    stream: r.stream,
-                    key: u32::MAX,
-                    counts: usize::MAX,
-                    last: f.lasts.get(&r.stream).copied(),
+                                  // a loop per piece: one over all pieces' requests (`flat_map`) counted 30% slower
+    for batch in batches {
+        for i in 0..batch.len() {
+            let r = batch.request(i);
+            if current == usize::MAX || lanes[current].stream != r.stream {
+                current = *lane_of.entry(r.stream).or_insert_with(|| {
+                    lanes.push(Lane {
+                        stream: r.stream,
+                        key: u32::MAX,
+                        counts: usize::MAX,
+                        last: f.lasts.get(&r.stream).copied(),
+                    });
+                    lanes.len() - 1
                 });
-                lanes.len() - 1
-            });
-        }
-        let lane = &mut lanes[current];
-        if lane.key != r.key || lane.counts == usize::MAX {
-            lane.key = r.key;
-            lane.counts = *counts_of.entry(r.key).or_insert_with(|| {
-                counts.push(KeyCounts::new(r.key, &g, &mut budget));
-                counts.len() - 1
-            });
-        }
-        let c = &mut counts[lane.counts];
-        let leaf = cfg.tree.leaf_of(r.offset);
-        c.requests += 1;
-        c.bytes += r.size as u64;
-        c.lo = c.lo.min(r.offset);
-        c.hi = c.hi.max(r.offset + r.size as u64);
-        c.visits.add(leaf);
-        c.count_window(r.ts / window_ns, r.ts, r.op == OP_READ);
-        c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
-        add_distances(
-            &cfg,
-            &r,
-            &mut c.resume,
-            &mut c.resume_reuse,
-            &mut c.reuse,
-            [&mut c.reuse_write, &mut c.resume_reuse_write],
-        );
-        let cat = category_of(&cfg, &r, lane.last);
-        add_phase(&mut c.phase, &r, cat.kind);
-        match lane.last {
-            None => {
-                f.heads.entry(r.stream).or_insert(r);
-                let s = f.streams.entry(r.key).or_insert_with(new_stream_stats);
-                s.members += 1;
-                if s.first.is_none() {
-                    s.first_ts = Some(r.ts);
-                    s.first = Some((leaf, cat));
+            }
+            let lane = &mut lanes[current];
+            if lane.key != r.key || lane.counts == usize::MAX {
+                lane.key = r.key;
+                lane.counts = *counts_of.entry(r.key).or_insert_with(|| {
+                    counts.push(KeyCounts::new(r.key, &g, &mut budget));
+                    counts.len() - 1
+                });
+            }
+            let c = &mut counts[lane.counts];
+            let leaf = cfg.tree.leaf_of(r.offset);
+            c.requests += 1;
+            c.bytes += r.size as u64;
+            c.lo = c.lo.min(r.offset);
+            c.hi = c.hi.max(r.offset + r.size as u64);
+            c.visits.add(leaf);
+            c.count_window(r.ts / window_ns, r.ts, r.op == OP_READ);
+            c.alignment_bits = c.alignment_bits.min(r.offset.trailing_zeros());
+            add_distances(
+                &cfg,
+                &r,
+                &mut c.resume,
+                &mut c.resume_reuse,
+                &mut c.reuse,
+                [&mut c.reuse_write, &mut c.resume_reuse_write],
+            );
+            let cat = category_of(&cfg, &r, lane.last);
+            add_phase(&mut c.phase, &r, cat.kind);
+            match lane.last {
+                None => {
+                    f.heads.entry(r.stream).or_insert(r);
+                    let s = f.streams.entry(r.key).or_insert_with(new_stream_stats);
+                    s.members += 1;
+                    if s.first.is_none() {
+                        s.first_ts = Some(r.ts);
+                        s.first = Some((leaf, cat));
+                    }
+                }
+                Some(l) => {
+                    let jump = leaf_jump(&cfg, l, &r, leaf, cat.kind);
+                    add_jump(&mut c.jumps_ahead, &mut c.jumps_behind, jump);
+                    c.transition(&g, l, leaf, cat, r.ts)
                 }
             }
-            Some(l) => {
-                let jump = leaf_jump(&cfg, l, &r, leaf, cat.kind);
-                add_jump(&mut c.jumps_ahead, &mut c.jumps_behind, jump);
-                c.transition(&g, l, leaf, cat, r.ts)
-            }
+            lane.last = Some(Last {
+                leaf,
+                end: r.offset + r.size as u64,
+                ts: r.ts,
+            });
         }
-        lane.last = Some(Last {
-            leaf,
-            end: r.offset + r.size as u64,
-            ts: r.ts,
-        });
     }
     for lane in &lanes {
         if let Some(l) = lane.last {
@@ -549,7 +555,9 @@ mod tests {
                     a.update_reference(whole.range(0, cut));
                     let mut b = a.clone();
                     a.update_reference(whole.range(cut, n));
-                    count_batch(&mut b, whole.range(cut, n), 0);
+                    // in two pieces, as row groups come
+                    let pieces = [whole.range(cut, 2 * n / 3), whole.range(2 * n / 3, n)];
+                    count_batches(&mut b, &pieces, 0);
                     assert_eq!(a.streams, b.streams);
                     assert_eq!(a.lasts, b.lasts);
                     assert_eq!(a.heads, b.heads);

@@ -523,7 +523,12 @@ impl Fitter {
     /// given, is the statistics key of request i (its stream's type), so one sub-model
     /// gathers the transitions of all streams of a type. (`count.rs` holds the loop.)
     pub fn update(&mut self, batch: Batch) {
-        super::count::update(self, batch);
+        super::count::update(self, &[batch]);
+    }
+
+    /// `update` over consecutive pieces of the trace (row groups), in order.
+    pub fn update_pieces(&mut self, pieces: &[Batch]) {
+        super::count::update(self, pieces);
     }
 
     /// `update` one request at a time into the hash maps: the reference `count.rs` is
@@ -701,24 +706,22 @@ fn add_counts<K: std::hash::Hash + Eq + Copy>(
 /// Below this many requests a fit runs on one thread.
 pub const PARALLEL_FIT_MIN: usize = 1 << 20;
 
-/// Fits the requests in time partitions on the machine's cores (up to 4) and merges them
+/// Fits the requests of `batches` (consecutive pieces of one time-ordered trace: row groups,
+/// or the whole of it) in time partitions on the machine's cores (up to 4) and merges them
 /// (`merge_detached`): the same statistics as one pass, in a fraction of the time.
-pub fn fit_parallel(config: FitConfig, batch: Batch) -> Fitter {
-    let n = batch.len();
+pub fn fit_parallel(config: FitConfig, batches: &[Batch]) -> Fitter {
+    let n: usize = batches.iter().map(Batch::len).sum();
     let cores = std::thread::available_parallelism()
         .map_or(1, |c| c.get())
         .min(4);
     let parts = if n < PARALLEL_FIT_MIN { 1 } else { cores };
-    let bounds: Vec<(usize, usize)> = (0..parts)
-        .map(|p| (p * n / parts, (p + 1) * n / parts))
-        .collect();
     let fitters: Vec<Fitter> = std::thread::scope(|scope| {
-        let handles: Vec<_> = bounds
-            .iter()
-            .map(|&(a, b)| {
+        let handles: Vec<_> = (0..parts)
+            .map(|p| {
+                let pieces = pieces_of(batches, p * n / parts, (p + 1) * n / parts);
                 scope.spawn(move || {
                     let mut f = Fitter::new(config);
-                    f.update(batch.range(a, b));
+                    f.update_pieces(&pieces);
                     f
                 })
             })
@@ -734,6 +737,21 @@ pub fn fit_parallel(config: FitConfig, batch: Batch) -> Fitter {
         whole.merge_detached(&later);
     }
     whole
+}
+
+/// The pieces of `batches` that hold rows [a, b) of their concatenation.
+fn pieces_of<'a>(batches: &[Batch<'a>], a: usize, b: usize) -> Vec<Batch<'a>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for batch in batches {
+        let end = start + batch.len();
+        let (lo, hi) = (a.max(start), b.min(end));
+        if lo < hi {
+            out.push(batch.range(lo - start, hi - start));
+        }
+        start = end;
+    }
+    out
 }
 
 /// Each request's resumed-run lag within its stream: k >= 2 when it starts where the k-th
@@ -1196,11 +1214,21 @@ mod tests {
             one.update(Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse)));
             let par = fit_parallel(
                 c,
-                Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse)),
+                &[Batch::new(&ts, &st, &op, &off, &sz).with_reuse(Some(&reuse))],
             );
             assert_eq!(par.streams, one.streams);
             assert_eq!(par.lasts, one.lasts);
         }
+        // the same rows in uneven chunks (row groups), fitted where they lie
+        let c = FitConfig { reref: false, ..c };
+        let mut one = Fitter::new(c);
+        one.update(Batch::new(&ts, &st, &op, &off, &sz));
+        let whole = Batch::new(&ts, &st, &op, &off, &sz);
+        let cuts = [0, 7, 300_001, 300_002, n / 2 + 3, n - 5, n];
+        let chunks: Vec<_> = cuts.windows(2).map(|w| whole.range(w[0], w[1])).collect();
+        let par = fit_parallel(c, &chunks);
+        assert_eq!(par.streams, one.streams);
+        assert_eq!(par.lasts, one.lasts);
     }
 
     #[test]
