@@ -55,6 +55,15 @@ pub struct Category {
 /// partitions fitted apart (threads, a Dask cluster) give the very model one pass gives.
 const LOG_SCALE: f64 = (1u64 << 40) as f64;
 
+/// ln(iat) in fixed point (`LOG_SCALE`), rounded to the nearest integer (iat >= 1). ln(iat)
+/// < 44.4, so the value fits an i64 (converting through it avoids the slow float -> i128
+/// conversion); and it is 0 or above 2^39, where adding a half and truncating rounds as
+/// `f64::round` does, without its call into libm (5% of a fit's time).
+#[inline]
+fn log_fx(iat: u64) -> i64 {
+    ((iat as f64).ln() * LOG_SCALE + 0.5) as i64
+}
+
 /// Inter-arrival times seen on one category of one transition (nanoseconds).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct IatStats {
@@ -74,9 +83,7 @@ impl IatStats {
         self.sum += iat as u128;
         self.sum_sq += iat as u128 * iat as u128;
         if iat > 0 {
-            // ln(iat) < 44.4, so the fixed-point value fits an i64: converting through it
-            // avoids the slow float -> i128 conversion, with the same integer
-            self.sum_log_fx += ((iat as f64).ln() * LOG_SCALE).round() as i64 as i128;
+            self.sum_log_fx += log_fx(iat) as i128;
             self.positive += 1;
         }
         self.hist.add(iat);
@@ -92,7 +99,7 @@ impl IatStats {
             sum += iat as u128;
             sum_sq += iat as u128 * iat as u128;
             if iat > 0 {
-                sum_log += ((iat as f64).ln() * LOG_SCALE).round() as i64 as i128;
+                sum_log += log_fx(iat) as i128;
                 positive += 1;
             }
             let b = bucket(iat);
@@ -1025,6 +1032,19 @@ fn splitmix64(x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_point_logs_round_to_nearest() {
+        let mut x = 11u64;
+        let large = (0..200_000).map(|_| {
+            x = splitmix64(x);
+            x >> (x % 64)
+        });
+        for iat in (1..1_000_000u64).chain(large).filter(|&v| v > 0) {
+            let exact = ((iat as f64).ln() * LOG_SCALE).round() as i64;
+            assert_eq!(log_fx(iat), exact, "{iat}");
+        }
+    }
 
     #[test]
     fn adding_all_at_once_is_adding_each() {
