@@ -134,8 +134,8 @@ fn triple(v: &Value) -> Result<(u64, u64, u64), Err> {
 /// sums under a guide table (the cutpoint method): each of `guide.len()` equal slices of the
 /// draws starts its search at the first bucket any draw in it can fall in, so a draw reads a
 /// guide entry and about one running sum, without the data-dependent scans that mispredicted
-/// (18% of the sampler's time went to them). The bucket drawn is the same as `Iat::sample`'s (histograms
-/// of 2^32 counts or more sample through it).
+/// (18% of the sampler's time went to them). The bucket drawn is the same as `Iat::sample`'s
+/// (histograms of 2^32 counts or more sample through it).
 #[derive(Debug, Clone)]
 enum Gap {
     Empirical {
