@@ -491,7 +491,7 @@ fn fit_model<'py>(
     global_reuse: bool,
     ties: bool,
 ) -> PyResult<(String, Option<String>)> {
-    use crate::model::{finalize::finalize, pipeline, stats, tree::Tree};
+    use crate::model::{finalize::finalize, stats, tree::Tree};
     if levels == 0 || fanout < 2 || (fanout as f64).powi(levels as i32) > 4e18 {
         return Err(PyValueError::new_err(
             "levels must be >= 1 and fanout >= 2 (fanout^levels < 4e18)",
@@ -522,48 +522,10 @@ fn fit_model<'py>(
             Some(w) => vec![(&w.0[..], &w.1[..], &w.2[..], &w.3[..], &w.4[..])],
             None => pieces,
         };
-        let fitter = match pieces.as_slice() {
-            [(ts, st, o, off, sz)] => {
-                // with `global_reuse` (streams share one address space, e.g. processes over
-                // files) re-references count against every stream's history, as a shared
-                // cache sees them; resumed-run lags: one cheap pass per stream
-                let resume = reref.then(|| stats::resume_lags(st, off, sz));
-                // one sequence of accesses (one history, or the only stream): the distance
-                // pass runs ahead of the counting on another core
-                let one_sequence = global_reuse || st.iter().all(|&s| s == st[0]);
-                let batch = stats::Batch::new(ts, st, o, off, sz).with_group(groups);
-                if reref && one_sequence && pipeline::worth_it(ts.len()) {
-                    let tracker = pipeline::trace_tracker(off, sz, 4096);
-                    let resume = resume.as_deref();
-                    pipeline::fit_pipelined(config, batch.with_resume(resume), tracker, 4096)
-                } else {
-                    let reuse = reref.then(|| match global_reuse {
-                        true => stats::global_stack_distances(off, sz, 4096),
-                        false => stats::stack_distances(st, off, sz, 4096),
-                    });
-                    let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
-                    stats::fit_parallel(config, &[batch.with_reuse(reuse).with_resume(resume)])
-                }
-            }
-            _ => {
-                let batches: Vec<_> = pieces
-                    .iter()
-                    .map(|&(ts, st, o, off, sz)| stats::Batch::new(ts, st, o, off, sz))
-                    .collect();
-                stats::fit_parallel(config, &batches)
-            }
-        };
+        let fitter = fit_pieces(config, &pieces, groups, global_reuse);
         std::thread::scope(|scope| {
             // the ties on another core while finalisation runs (counting took both)
-            let tie_json = ties.then(|| {
-                scope.spawn(|| {
-                    let mut counter = crate::model::ties::TieCounter::default();
-                    for &(ts, st, _, off, sz) in &pieces {
-                        counter.update(ts, st, off, sz, None);
-                    }
-                    counter.counts().to_json().to_string()
-                })
-            });
+            let tie_json = ties.then(|| scope.spawn(|| tie_counts(&pieces)));
             let mut doc = finalize(&fitter, &family, span_ns);
             if reref && global_reuse {
                 doc["reuse_scope"] = "global".into();
@@ -574,6 +536,53 @@ fn fit_model<'py>(
         })
     });
     Ok(out)
+}
+
+/// The statistics of the trace in `pieces` (consecutive chunks; one, where re-references or
+/// groups need the whole sequence).
+fn fit_pieces(
+    config: crate::model::stats::FitConfig,
+    pieces: &[CanonicalSlices<'_>],
+    groups: Option<&[u32]>,
+    global_reuse: bool,
+) -> crate::model::stats::Fitter {
+    use crate::model::{pipeline, stats};
+    let [(ts, st, o, off, sz)] = pieces else {
+        let batches: Vec<_> = pieces
+            .iter()
+            .map(|&(ts, st, o, off, sz)| stats::Batch::new(ts, st, o, off, sz))
+            .collect();
+        return stats::fit_parallel(config, &batches);
+    };
+    let reref = config.reref;
+    // with `global_reuse` (streams share one address space, e.g. processes over files)
+    // re-references count against every stream's history, as a shared cache sees them;
+    // resumed-run lags: one cheap pass per stream
+    let resume = reref.then(|| stats::resume_lags(st, off, sz));
+    // one sequence of accesses (one history, or the only stream): the distance pass runs
+    // ahead of the counting on another core
+    let one_sequence = global_reuse || st.iter().all(|&s| s == st[0]);
+    let batch = stats::Batch::new(ts, st, o, off, sz).with_group(groups);
+    if reref && one_sequence && pipeline::worth_it(ts.len()) {
+        let tracker = pipeline::trace_tracker(off, sz, 4096);
+        let resume = resume.as_deref();
+        return pipeline::fit_pipelined(config, batch.with_resume(resume), tracker, 4096);
+    }
+    let reuse = reref.then(|| match global_reuse {
+        true => stats::global_stack_distances(off, sz, 4096),
+        false => stats::stack_distances(st, off, sz, 4096),
+    });
+    let (reuse, resume) = (reuse.as_deref(), resume.as_deref());
+    stats::fit_parallel(config, &[batch.with_reuse(reuse).with_resume(resume)])
+}
+
+/// The `ties` of the trace in `pieces` (consecutive chunks), as JSON.
+fn tie_counts(pieces: &[CanonicalSlices<'_>]) -> String {
+    let mut counter = crate::model::ties::TieCounter::default();
+    for &(ts, st, _, off, sz) in pieces {
+        counter.update(ts, st, off, sz, None);
+    }
+    counter.counts().to_json().to_string()
 }
 
 /// Each chunk's five canonical columns; every column must have the same chunks.
