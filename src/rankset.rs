@@ -97,11 +97,18 @@ const WEIGHT_CHUNK: usize = 64;
 /// Positions 0..n, each with a weight, with rank and select over the weights: the LRU stacks
 /// of the fitter and the sampler, whose entries are requests, each weighing the blocks whose
 /// latest touch it is (a request touches every block it overlaps, as the miss ratios count).
+///
+/// The weights sit under levels of sums, each entry the sum of `WEIGHT_CHUNK` entries below
+/// it, up to a level of at most `WEIGHT_CHUNK` entries: an update adds to one entry a level
+/// (no chain of dependent loads, as a Fenwick tree's), and a rank sums at most
+/// `WEIGHT_CHUNK` entries a level.
 #[derive(Debug, Clone)]
 pub struct WeightedSet {
     weights: Vec<u16>,
-    /// The chunks' weight sums.
-    tree: Fenwick<i64>,
+    /// The sums of each chunk of weights (at most 64 * 65,535 each).
+    chunks: Vec<u32>,
+    /// The levels above: each entry the sum of `WEIGHT_CHUNK` entries of the level below.
+    upper: Vec<Vec<u64>>,
     total: u64,
 }
 
@@ -110,9 +117,16 @@ impl WeightedSet {
         let chunks = n.div_ceil(WEIGHT_CHUNK).max(1);
         let weights = vec![0; chunks * WEIGHT_CHUNK];
         crate::hugepages::advise(&weights);
+        let mut upper = Vec::new();
+        let mut len = chunks;
+        while len > WEIGHT_CHUNK {
+            len = len.div_ceil(WEIGHT_CHUNK);
+            upper.push(vec![0u64; len]);
+        }
         WeightedSet {
             weights,
-            tree: Fenwick::new(chunks),
+            chunks: vec![0; chunks],
+            upper,
             total: 0,
         }
     }
@@ -120,16 +134,27 @@ impl WeightedSet {
     /// Adds `w` to position `p`'s weight (the sum stays below 2^16).
     pub fn add(&mut self, p: usize, w: u16) {
         self.weights[p] += w;
-        self.tree.add(p / WEIGHT_CHUNK, w as i64);
+        self.change(p / WEIGHT_CHUNK, w as i64);
         self.total += w as u64;
     }
 
     /// Takes `w` from position `p`'s weight (at least `w`); returns what is left.
     pub fn take(&mut self, p: usize, w: u16) -> u16 {
         self.weights[p] -= w;
-        self.tree.add(p / WEIGHT_CHUNK, -(w as i64));
+        self.change(p / WEIGHT_CHUNK, -(w as i64));
         self.total -= w as u64;
         self.weights[p]
+    }
+
+    /// Adds `delta` to chunk `c`'s sum and to the sums above it.
+    #[inline]
+    fn change(&mut self, c: usize, delta: i64) {
+        self.chunks[c] = self.chunks[c].wrapping_add(delta as u32);
+        let mut i = c / WEIGHT_CHUNK;
+        for level in &mut self.upper {
+            level[i] = level[i].wrapping_add(delta as u64);
+            i /= WEIGHT_CHUNK;
+        }
     }
 
     /// The weights in all.
@@ -145,26 +170,43 @@ impl WeightedSet {
 
     /// The weights below position `i`.
     pub fn rank(&self, i: usize) -> u64 {
-        let chunk = i / WEIGHT_CHUNK;
-        let within: u64 = self.weights[chunk * WEIGHT_CHUNK..i]
-            .iter()
-            .map(|&w| w as u64)
-            .sum();
-        self.tree.prefix(chunk) + within
+        let group = |i: usize| i / WEIGHT_CHUNK * WEIGHT_CHUNK..i;
+        let mut sum: u64 = self.weights[group(i)].iter().map(|&w| w as u64).sum();
+        let c = i / WEIGHT_CHUNK;
+        sum += self.chunks[group(c)].iter().map(|&w| w as u64).sum::<u64>();
+        let mut j = c / WEIGHT_CHUNK;
+        for level in &self.upper {
+            sum += level[group(j)].iter().sum::<u64>();
+            j /= WEIGHT_CHUNK;
+        }
+        sum
     }
 
     /// The position holding the k-th unit of weight (k >= 1, at most the total).
     pub fn select(&self, k: u64) -> usize {
-        let (chunk, mut rem) = self.tree.descend(k);
-        let mut p = chunk * WEIGHT_CHUNK;
-        loop {
-            let w = self.weights[p] as u64;
-            if w >= rem {
-                return p;
-            }
-            rem -= w;
-            p += 1;
+        // from the top level down: in each group, the entry where the running sum reaches k
+        let mut rem = k;
+        let mut at = 0usize;
+        for level in self.upper.iter().rev() {
+            at = find(level, at * WEIGHT_CHUNK, &mut rem, |&x| x);
         }
+        at = find(&self.chunks, at * WEIGHT_CHUNK, &mut rem, |&x| x as u64);
+        find(&self.weights, at * WEIGHT_CHUNK, &mut rem, |&x| x as u64)
+    }
+}
+
+/// From `start`, the first entry whose running sum reaches `rem`, with `rem` left as what is
+/// still to reach inside it.
+#[inline]
+fn find<T>(entries: &[T], start: usize, rem: &mut u64, value: impl Fn(&T) -> u64) -> usize {
+    let mut p = start;
+    loop {
+        let w = value(&entries[p]);
+        if w >= *rem {
+            return p;
+        }
+        *rem -= w;
+        p += 1;
     }
 }
 
@@ -248,6 +290,37 @@ mod tests {
                 let below: u64 = reference[..p].iter().sum();
                 assert!(below < k && k <= below + reference[p], "k {k} at {p}");
             }
+        }
+    }
+
+    #[test]
+    fn weighted_levels_rank_and_select_as_a_tree_over_positions() {
+        // 300,000 positions: two levels above the chunks' sums
+        let mut rng = Pcg64Mcg::seed_from_u64(9);
+        let n = 300_000;
+        let mut set = WeightedSet::new(n);
+        assert_eq!(set.upper.len(), 2);
+        let mut tree = crate::fenwick::Fenwick::<i64>::new(n);
+        let mut weight = vec![0u16; n];
+        for _ in 0..50_000 {
+            let p = rng.random_range(0..n);
+            if weight[p] > 0 && rng.random_range(0..3) == 0 {
+                let w = rng.random_range(1..=weight[p]);
+                weight[p] -= w;
+                tree.add(p, -(w as i64));
+                assert_eq!(set.take(p, w), weight[p]);
+            } else {
+                let w = rng.random_range(1..300u16);
+                weight[p] += w;
+                tree.add(p, w as i64);
+                set.add(p, w);
+            }
+            let i = rng.random_range(0..=n);
+            assert_eq!(set.rank(i), tree.prefix(i));
+            assert_eq!(set.total(), tree.prefix(n));
+            let k = rng.random_range(1..=set.total());
+            let (p, _) = tree.descend(k);
+            assert_eq!(set.select(k), p);
         }
     }
 
