@@ -11,6 +11,7 @@ pub mod engine;
 pub mod fenwick;
 pub mod hugepages;
 pub mod model;
+pub mod prefetch;
 pub mod rankset;
 pub mod readers;
 pub mod sim;

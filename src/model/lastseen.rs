@@ -53,6 +53,17 @@ impl LastSeen {
         }
     }
 
+    /// Asks the memory for `block`'s cell of a table, to be read a few requests later (the
+    /// table is too large for the caches, and its cells are the distance pass's wait).
+    #[inline]
+    pub fn prefetch(&self, block: u64) {
+        if let LastSeen::Table(t) = self {
+            if let Some(cell) = t.get(block as usize) {
+                crate::prefetch::prefetch(cell);
+            }
+        }
+    }
+
     /// The value recorded for `block`, if any.
     pub fn get(&self, block: u64) -> Option<u32> {
         match self {

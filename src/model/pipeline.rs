@@ -7,6 +7,7 @@
 
 use super::stats::{
     blocks_below, sample_threshold, Batch, FitConfig, Fitter, StackTracker, PARALLEL_FIT_MIN,
+    PREFETCH_AHEAD,
 };
 use std::sync::{mpsc, Mutex};
 
@@ -85,8 +86,14 @@ fn fit_in_chunks(
         let mut measured: Vec<&[u32]> = Vec::with_capacity(chunks);
         for (k, part) in parts.into_iter().enumerate() {
             let a = k * chunk;
-            for (d, (&o, &z)) in part.iter_mut().zip(offset[a..].iter().zip(&size[a..])) {
-                *d = tracker.next(o, z, block);
+            for (j, d) in part.iter_mut().enumerate() {
+                let i = a + j;
+                if let (Some(&o), Some(&z)) =
+                    (offset.get(i + PREFETCH_AHEAD), size.get(i + PREFETCH_AHEAD))
+                {
+                    tracker.prefetch(o, z, block);
+                }
+                *d = tracker.next(offset[i], size[i], block);
             }
             let part: &[u32] = part;
             measured.push(part);

@@ -905,10 +905,18 @@ fn stream_distances(
 ) {
     let blocks = blocks_below(idx.iter().map(|&i| (offset[i], size[i])), block);
     let mut tracker = StackTracker::with_blocks(idx.len(), threshold, blocks);
-    for &i in idx {
+    for (k, &i) in idx.iter().enumerate() {
+        if let Some(&ahead) = idx.get(k + PREFETCH_AHEAD) {
+            tracker.prefetch(offset[ahead], size[ahead], block);
+        }
         out[i] = tracker.next(offset[i], size[i], block);
     }
 }
+
+/// How many requests ahead a distance pass asks for a request's table cell: far enough for
+/// the memory to answer behind the requests between (the pipelined fit's pass: 10M requests
+/// 1.44-1.49 -> 1.29-1.42 s at best, alternated builds).
+pub const PREFETCH_AHEAD: usize = 16;
 
 /// One past the last block any of the requests (offset, size) weighs: the size of a table
 /// of their blocks' last touches.
@@ -954,6 +962,13 @@ impl StackTracker {
             threshold,
             scale: SAMPLE_SPACE as f64 / threshold.max(1) as f64,
         }
+    }
+
+    /// Prepares for a request at `offset` of `size` bytes a few requests ahead: asks the
+    /// memory for its key block's last touch.
+    #[inline]
+    pub fn prefetch(&self, offset: u64, size: u32, block: u64) {
+        self.last.prefetch(key_block(offset, size, block));
     }
 
     /// The distance of a request at `offset` of `size` bytes (u32::MAX: a first touch): the

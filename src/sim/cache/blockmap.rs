@@ -6,6 +6,8 @@
 //! costs (std's map does not say where a key's bucket is). Deletion shifts the probe run
 //! back, so there are no tombstones and a lookup stops at the first empty bucket.
 
+use crate::prefetch::prefetch;
+
 /// The slot of an empty bucket (policies hold fewer blocks than this; any block, up to
 /// u64::MAX, may be a key).
 const EMPTY: u32 = u32::MAX;
@@ -132,19 +134,6 @@ impl BlockMap {
     pub fn prefetch(&self, block: u64) {
         prefetch(&self.buckets[self.home(block)]);
     }
-}
-
-/// Asks the memory for the cache line holding `value` (a hint: it changes nothing).
-#[inline]
-pub fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch reads nothing into the program and cannot fault
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch(value as *const T as *const i8, _MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 #[cfg(test)]

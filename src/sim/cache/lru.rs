@@ -1,9 +1,10 @@
 //! LRU: a hit moves the block to the head of one list; a miss on a full cache reuses the
 //! tail's slot for the new block.
 
-use super::blockmap::{prefetch, BlockMap, Probe};
+use super::blockmap::{BlockMap, Probe};
 use super::list::{List, Slab, NIL};
 use super::CachePolicy;
+use crate::prefetch::prefetch;
 
 /// Evictions ahead whose buckets `prefetch` fetches. Measured: 2 has most of 5's gain on
 /// the bare cache (zipf, 262,144 blocks: 18.8 against 20.9 M/s) and keeps the tiered
