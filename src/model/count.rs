@@ -165,7 +165,10 @@ struct KeyCounts {
     windows: FxHashMap<i64, WindowStats>,
     slots: Slots,
     trans: Vec<(TransKey, u64)>,
-    cats: FxHashMap<(u32, Category), u32>,
+    /// (slot, category) -> index into `iats`, keyed by `category_key` (one word to hash and
+    /// compare) where the size fits it, else by the pair.
+    cats: FxHashMap<u64, u32>,
+    wide_cats: FxHashMap<(u32, Category), u32>,
     iats: Vec<(u32, Category, IatStats)>,
     /// (category, inter-arrival time) not yet added: added grouped by category, so each
     /// category's histogram is in cache while its times go in (sums are integers, so the
@@ -181,6 +184,13 @@ struct KeyCounts {
     /// smallest offset and largest end so far (lo > hi before the first request)
     lo: u64,
     hi: u64,
+}
+
+/// A (slot, category) pair as one word: slot, size (below 2^24 bytes), kind and operation.
+#[inline]
+fn category_key(slot: u32, c: Category) -> Option<u64> {
+    let key = (slot as u64) << 32 | (c.size as u64) << 4 | (c.kind as u64) << 1 | c.op as u64;
+    (c.size < 1 << 24 && c.kind < 8 && c.op < 2).then_some(key)
 }
 
 /// Inter-arrival times held back before they are added by category (few in tests, so they
@@ -212,6 +222,7 @@ impl KeyCounts {
             slots,
             trans: Vec::new(),
             cats: FxHashMap::default(),
+            wide_cats: FxHashMap::default(),
             iats: Vec::new(),
             pending: Vec::new(),
             reuse: Hist::default(),
@@ -265,7 +276,10 @@ impl KeyCounts {
         }
         self.trans[slot as usize].1 += 1;
         let next = self.iats.len() as u32;
-        let c = *self.cats.entry((slot, cat)).or_insert(next);
+        let c = match category_key(slot, cat) {
+            Some(key) => *self.cats.entry(key).or_insert(next),
+            None => *self.wide_cats.entry((slot, cat)).or_insert(next),
+        };
         if c == next {
             self.iats.push((slot, cat, IatStats::default()));
         }
@@ -564,6 +578,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn categories_of_any_size_count_as_one_pass_does() {
+        // sizes on both sides of the one-word key's 16 MiB limit
+        let n = 4_000usize;
+        let mut x = 9u64;
+        let ts: Vec<i64> = (0..n as i64).map(|i| i * 1000).collect();
+        let st = vec![0u32; n];
+        let op: Vec<u8> = (0..n).map(|_| (mix(&mut x) % 2) as u8).collect();
+        let sz: Vec<u32> = (0..n)
+            .map(|_| [4096, (1 << 24) - 512, 1 << 24, 1 << 26][(mix(&mut x) % 4) as usize])
+            .collect();
+        let off: Vec<u64> = (0..n).map(|_| (mix(&mut x) % 64) << 26).collect();
+        let cfg = FitConfig {
+            tree: Tree::new(2, 4, 1 << 32),
+            flat: false,
+            window_ns: 1 << 20,
+            reref: false,
+        };
+        let (mut one, mut fast) = (Fitter::new(cfg), Fitter::new(cfg));
+        one.update_reference(Batch::new(&ts, &st, &op, &off, &sz));
+        fast.update(Batch::new(&ts, &st, &op, &off, &sz));
+        assert_eq!(fast.streams, one.streams);
+        let cats = |f: &Fitter| {
+            f.streams[&0]
+                .transitions
+                .values()
+                .map(|t| t.categories.len())
+                .sum::<usize>()
+        };
+        assert!(cats(&fast) > 8, "{}", cats(&fast));
+        let key = |size| {
+            category_key(
+                3,
+                Category {
+                    op: 1,
+                    size,
+                    kind: 2,
+                },
+            )
+        };
+        assert_ne!(key(4096), key(8192));
+        assert_eq!(key(1 << 24), None);
     }
 
     #[test]
