@@ -81,7 +81,7 @@ def fit(
     miss-ratio curve (`iotwin.calibrate.calibrate`, kept in `model.doc["fit"]["calibration"]`);
     `window_reads` keeps each fluctuation window's reads and steers the twin toward them.
     """
-    from .levels import sweep
+    from .levels import chosen_model, sweep
     from .model import fit as fit_model
 
     t = _trace(trace)
@@ -95,11 +95,7 @@ def fit(
         window_reads=window_reads,
     )
     if levels == "auto":
-        chosen, points = sweep(t, seed=seed, **args)
-        model = next(p.model for p in points if p.levels == chosen)
-        model.doc["fit"]["level_sweep"] = [
-            {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
-        ]
+        model = chosen_model(*sweep(t, seed=seed, **args))
     elif not isinstance(levels, int) or isinstance(levels, bool):
         raise IotwinError(f"levels {levels!r}: expected a number or 'auto'")
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -386,7 +386,7 @@ def fit(
 ) -> None:
     """Fit the hierarchical Markov model of a trace and write it as JSON."""
     from .dataset import is_dataset
-    from .levels import sweep
+    from .levels import chosen_model, sweep
     from .model import fit as fit_model
 
     window_s = parse_duration(window) if window else None
@@ -405,6 +405,15 @@ def fit(
             "with a number of --levels and without --types"
         )
     t = _load(trace, format, stream_by, skip_bad, opt)
+    args: dict[str, Any] = dict(
+        fanout=fanout,
+        flat=flat,
+        window_s=window_s,
+        iat=iat,
+        reref=reref,
+        types=types,
+        window_reads=window_reads,
+    )
     if levels == "auto":
         doing = "sweeping levels 1..8 (fit, synthesize, validate)"
         with err_console.status(f"{doing} ...") as status:
@@ -412,18 +421,7 @@ def fit(
             def scored(p) -> None:
                 status.update(f"{doing}: level {p.levels} scored {p.score:.3f} ...")
 
-            chosen, points = sweep(
-                t,
-                fanout=fanout,
-                seed=seed,
-                flat=flat,
-                window_s=window_s,
-                iat=iat,
-                reref=reref,
-                types=types,
-                window_reads=window_reads,
-                on_level=scored,
-            )
+            chosen, points = sweep(t, seed=seed, on_level=scored, **args)
         table = Table(title="Level sweep (seed 000, Figure 6)")
         for col in ("levels", "fidelity score", "transitions", "metrics out of tolerance", ""):
             table.add_column(col, justify="right")
@@ -436,22 +434,9 @@ def fit(
                 "chosen" if p.levels == chosen else "",
             )
         console.print(table)
-        model = next(p.model for p in points if p.levels == chosen)
-        model.doc["fit"]["level_sweep"] = [
-            {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
-        ]
+        model = chosen_model(chosen, points)
     else:
-        model = fit_model(
-            t,
-            levels=_levels(levels),
-            fanout=fanout,
-            flat=flat,
-            window_s=window_s,
-            iat=iat,
-            reref=reref,
-            types=types,
-            window_reads=window_reads,
-        )
+        model = fit_model(t, levels=_levels(levels), **args)
     if calibrate:
         model = _calibrated(model, t, calibrate)
     _report_fit(model, output, types)

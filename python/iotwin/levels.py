@@ -29,6 +29,15 @@ class LevelPoint:
     model: Model
 
 
+def chosen_model(chosen: int, points: list[LevelPoint]) -> Model:
+    """The sweep's chosen model, with the sweep kept in its `fit.level_sweep`."""
+    model = next(p.model for p in points if p.levels == chosen)
+    model.doc["fit"]["level_sweep"] = [
+        {"levels": p.levels, "score": p.score, "transitions": p.transitions} for p in points
+    ]
+    return model
+
+
 def sweep(
     trace: Trace,
     fanout: int = 4,

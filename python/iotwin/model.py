@@ -284,11 +284,10 @@ def fit(
         ties_done = pool.submit(tie_counts, trace.df) if files else None
         trace, layout = on_virtual_device(trace)
         # row groups are fitted where they lie (no copy) unless the whole sequence is needed
-        names, dtypes = [n for n, _ in CORE_COLUMNS], [d for _, d in CORE_COLUMNS]
         if reref or type_of is not None:
             columns = [[trace.numpy(n, d)] for n, d in CORE_COLUMNS]
         else:
-            columns = trace.column_chunks(names, dtypes)
+            columns = trace.column_chunks(*map(list, zip(*CORE_COLUMNS, strict=True)))
         ts = [c for c in columns[0] if len(c)]
         span_ns = int(ts[-1][-1] - ts[0][0]) if trace.meta.timed else 0
         window_ns = int(window_s * 1e9) if window_s else default_window_ns(span_ns)

@@ -87,13 +87,9 @@ fn fit_in_chunks(
         for (k, part) in parts.into_iter().enumerate() {
             let a = k * chunk;
             for (j, d) in part.iter_mut().enumerate() {
-                let i = a + j;
-                if let (Some(&o), Some(&z)) =
-                    (offset.get(i + PREFETCH_AHEAD), size.get(i + PREFETCH_AHEAD))
-                {
-                    tracker.prefetch(o, z, block);
-                }
-                *d = tracker.next(offset[i], size[i], block);
+                let (i, k) = (a + j, a + j + PREFETCH_AHEAD);
+                let ahead = offset.get(k).map(|&o| (o, size[k]));
+                *d = tracker.next_ahead((offset[i], size[i]), ahead, block);
             }
             let part: &[u32] = part;
             measured.push(part);

@@ -906,10 +906,8 @@ fn stream_distances(
     let blocks = blocks_below(idx.iter().map(|&i| (offset[i], size[i])), block);
     let mut tracker = StackTracker::with_blocks(idx.len(), threshold, blocks);
     for (k, &i) in idx.iter().enumerate() {
-        if let Some(&ahead) = idx.get(k + PREFETCH_AHEAD) {
-            tracker.prefetch(offset[ahead], size[ahead], block);
-        }
-        out[i] = tracker.next(offset[i], size[i], block);
+        let ahead = idx.get(k + PREFETCH_AHEAD).map(|&j| (offset[j], size[j]));
+        out[i] = tracker.next_ahead((offset[i], size[i]), ahead, block);
     }
 }
 
@@ -964,11 +962,19 @@ impl StackTracker {
         }
     }
 
-    /// Prepares for a request at `offset` of `size` bytes a few requests ahead: asks the
-    /// memory for its key block's last touch.
+    /// `next` for the request `(offset, size)`, first asking the memory for the key block's
+    /// last touch of the request `ahead` (`PREFETCH_AHEAD` requests later), if any.
     #[inline]
-    pub fn prefetch(&self, offset: u64, size: u32, block: u64) {
-        self.last.prefetch(key_block(offset, size, block));
+    pub fn next_ahead(
+        &mut self,
+        (offset, size): (u64, u32),
+        ahead: Option<(u64, u32)>,
+        block: u64,
+    ) -> u32 {
+        if let Some((o, z)) = ahead {
+            self.last.prefetch(key_block(o, z, block));
+        }
+        self.next(offset, size, block)
     }
 
     /// The distance of a request at `offset` of `size` bytes (u32::MAX: a first touch): the
