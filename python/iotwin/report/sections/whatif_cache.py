@@ -103,12 +103,14 @@ class WhatIfCache(WhatIfSection):
                 interval = "; ± the 95% interval of the mean" if intervals else ""
                 parts.append(note(f"twin and uniform: {precision_note(doc, 'and uniform baselines')}"
                                   f"{interval}; the band their range"))  # fmt: skip
-            from ...whatif.cache import cautions, footprint_line, reuse_line
+            from ...whatif.cache import cautions, footprint_line, reads_alone_line, reuse_line
 
             if "footprints" in doc:
                 parts.append(note(footprint_line(doc)))
                 if "reuse" in doc:
                     parts.append(note(reuse_line(doc)))
+                if doc.get("reads_alone_ms"):
+                    parts.append(note(reads_alone_line(doc)))
             for caution in cautions(doc):
                 parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
         return Markup("").join(parts)
