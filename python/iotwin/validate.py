@@ -27,6 +27,7 @@ from rich.table import Table
 from . import _core
 from .characterize import characterize
 from .errors import IotwinError
+from .formats.base import OP_READ, OP_WRITE
 from .layout import on_virtual_device
 from .trace import Trace
 
@@ -50,6 +51,7 @@ TOLERANCES: dict[str, float] = {
     "miss_ratio": 0.05,
     "reuse": 0.05,
     "jump_distance": 0.10,
+    "op_jump_distance": 0.10,
     "offset_phase": 0.05,
     "burstiness": 0.50,
     "fluctuation_correlation": 0.20,
@@ -130,7 +132,7 @@ def validate(
 # level (a walk's runs are geometric), nor is the 4 KiB phase (one per stream), so none can
 # tell levels apart: in the score they would add only the noise of one twin's draws (MSR's
 # 1,000 requests: the phase alone moved its level sweep's choice from 2 to 3 levels).
-UNSCORED = ("weight", "long_runs", "offset_phase")
+UNSCORED = ("weight", "long_runs", "offset_phase", "op_jump_distance")
 
 
 def fidelity_score(metrics: list[Metric]) -> float:
@@ -210,6 +212,7 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
             tol["jump_distance"],
         )
     )
+    out += op_jump_metrics(a, b, tol["op_jump_distance"])
     out.append(
         Metric(
             "offset_phase_tvd",
@@ -392,6 +395,40 @@ def jump_tvd(ca: dict[str, Any], cb: dict[str, Any]) -> float:
 
     da, db = dist(ca), dist(cb)
     return 0.5 * sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in set(da) | set(db))
+
+
+def op_jump_shares(t: Trace, op: int) -> dict[int, float] | None:
+    """Shares of the jumps between consecutive requests of one stream and operation (the
+    offset minus the end of that stream's previous request of the operation) by signed log2
+    bucket, as `jump_histogram` buckets them; None without two such requests."""
+    df = t.df.filter(pl.col("op") == op)
+    stream = df["stream"].to_numpy().astype(np.int64)
+    order = np.argsort(stream, kind="stable")  # time order inside each stream
+    stream = stream[order]
+    offset = df["offset"].to_numpy().astype(np.int64)[order]
+    end = offset + df["size"].to_numpy().astype(np.int64)[order]
+    jumps = (offset[1:] - end[:-1])[stream[1:] == stream[:-1]]
+    if len(jumps) == 0:
+        return None
+    # bit length of |jump| (frexp's exponent: exact below 2^53), signed like the jump
+    buckets = np.sign(jumps) * np.frexp(np.abs(jumps).astype(np.float64))[1]
+    keys, counts = np.unique(buckets, return_counts=True)
+    return dict(zip(keys.tolist(), (counts / counts.sum()).tolist(), strict=True))
+
+
+def op_jump_metrics(a: Trace, b: Trace, tolerance: float) -> list[Metric]:
+    """The jump-distance distance of each operation's requests among themselves: where a
+    stream's reads go from its previous read, and its writes from its previous write. The
+    whole trace's jumps can match while these do not: cloudPhysics interleaves a read run
+    and a write run, and a write-back cache leaves the disk the reads alone."""
+    out = []
+    for op, name in ((OP_READ, "read"), (OP_WRITE, "write")):
+        sa, sb = op_jump_shares(a, op), op_jump_shares(b, op)
+        if sa is None or sb is None:
+            continue
+        tvd = 0.5 * sum(abs(sa.get(k, 0.0) - sb.get(k, 0.0)) for k in set(sa) | set(sb))
+        out.append(Metric(f"{name}_jump_tvd", "op_jump_distance", 0.0, tvd, "distance", tolerance))
+    return out
 
 
 PHASE_BYTES = 512  # the steps of a 4 KiB block at which a request may start
