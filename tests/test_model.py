@@ -220,6 +220,22 @@ def test_op_jump_shares_by_hand() -> None:
     assert op_jump_shares(trace, 1) is None  # one write: no jump
 
 
+def test_new_data_of_a_shared_history_keeps_the_streams_4k_phase(traces: Path) -> None:
+    import dataclasses
+
+    # cloudPhysics fitted as one thread: its history is the shared one, whose new data is
+    # packed from each leaf's frontier. Packed at the alignment (512 bytes), the twin's
+    # phases were .785 from the original's, 80% of whose requests start 3,584 bytes into a
+    # block; at a phase drawn from the stream's, .133 (seed 7), as with its own history
+    original = iotwin.load_trace(traces / "cloudPhysicsIO.vscsi")
+    as_thread = iotwin.Trace(original.df, dataclasses.replace(original.meta, stream_by="thread"))
+    model = fit(as_thread)
+    assert model.doc["reuse_scope"] == "global"
+    twin = model.synth(requests=len(original), seed=SEED)
+    phase = validate(as_thread, twin)["metrics"]["offset_phase_tvd"]["deviation"]
+    assert phase <= 0.15
+
+
 @pytest.mark.parametrize("name", list(SHARED))
 def test_twin_miss_ratios_and_uniform_baseline(twins: dict, name: str) -> None:
     _, _, report, uniform = twins[name]

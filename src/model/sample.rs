@@ -988,7 +988,8 @@ impl Sampler {
         let leaf = (lo, hi.min(cap));
         let packed = frontier.is_some();
         if let Some(f) = frontier {
-            if let Some(off) = next_fresh(f, target, leaf, &self.data, s, cat, reref) {
+            let phase = fresh_phase(s, &self.data, rng);
+            if let Some(off) = next_fresh(f, target, leaf, &self.data, s, cat, reref, phase) {
                 return (off, own);
             }
         }
@@ -1160,6 +1161,7 @@ fn follow_of(model: &Value) -> Result<usize, Err> {
 /// on past one request find data others wrote (pgbench: 205 runs of touched blocks in the
 /// original; 2,028 with cold requests at random offsets). In a file-level model new data
 /// goes only where files are (`data.rs`). None once the leaf is full.
+#[allow(clippy::too_many_arguments)]
 fn next_fresh(
     frontier: &mut FxHashMap<u64, u64>,
     leaf: u64,
@@ -1168,11 +1170,16 @@ fn next_fresh(
     s: &StreamModel,
     cat: &Category,
     history: Option<&History>,
+    phase: Option<u64>,
 ) -> Option<u64> {
     let align = s.alignment.max(1);
     let size = cat.size as u64;
     let at = frontier.entry(leaf).or_insert(lo);
-    let fit = |off: u64| data.next_fit(off.div_ceil(align) * align, size, align);
+    let start = |off: u64| match phase {
+        Some(p) => off + (p + BLOCK - off % BLOCK) % BLOCK,
+        None => off.div_ceil(align) * align,
+    };
+    let fit = |off: u64| data.next_fit(start(off), size, align);
     let inside = |o: &u64| o + size <= hi;
     let mut off = fit(*at);
     while let Some(o) = off.filter(|o| inside(o) && history.is_some_and(|r| r.seen(*o, cat.size))) {
@@ -1184,6 +1191,21 @@ fn next_fresh(
     };
     *at = off + size;
     Some(off)
+}
+
+/// Where in its 4 KiB block new data starts (`next_fresh`): the stream's phase, drawn when it
+/// has several (a shared history packed new data at the alignment from the leaf's frontier,
+/// so cloudPhysics fitted as one thread, 80% of whose requests start 3,584 bytes into a block,
+/// got phases .785 from the original's). None for file-level models, whose new data stays
+/// inside files (`DataMap::next_fit`), and for streams without phases.
+fn fresh_phase(s: &StreamModel, data: &DataMap, rng: &mut Pcg64Mcg) -> Option<u64> {
+    let sums = s.phase.as_ref().filter(|_| data.is_empty())?;
+    let total = sums[PHASES - 1];
+    let first = sums.partition_point(|&c| c == 0);
+    if sums[first] == total {
+        return Some(first as u64 * PHASE_BYTES); // one phase: nothing to draw
+    }
+    draw_phase(s, rng)
 }
 
 /// Draws of an in-leaf jump before a random request falls back to a uniform offset.
@@ -2368,9 +2390,33 @@ mod tests {
                 &s.streams[0],
                 &cat,
                 Some(&history),
+                None,
             );
             assert_eq!(got, None);
         }
+    }
+
+    #[test]
+    fn new_data_packed_from_the_frontier_starts_at_the_phase() {
+        let s = Sampler::from_json(&fitted(1, false)).unwrap();
+        let cat = Category {
+            op: 0,
+            size: 65_536,
+            kind: KIND_RANDOM,
+        };
+        let (mut frontier, none) = (FxHashMap::default(), DataMap::default());
+        let leaf = (0, 1 << 30);
+        let mut at = |phase| {
+            let s0 = &s.streams[0];
+            next_fresh(&mut frontier, 0, leaf, &none, s0, &cat, None, phase).unwrap()
+        };
+        // 3,584 bytes into the first block, then where the first request ended (at that
+        // phase too); at phase 0, 512 bytes on; without a phase, at the alignment right
+        // where the previous one ended
+        assert_eq!(at(Some(3584)), 3584);
+        assert_eq!(at(Some(3584)), 3584 + 65_536);
+        assert_eq!(at(Some(0)), 3584 + 2 * 65_536 + 512);
+        assert_eq!(at(None), 3584 + 3 * 65_536 + 512);
     }
 
     /// One stream of 8-byte requests at random in [3000, 3400), in leaf 0 = [0, 4000) of a
