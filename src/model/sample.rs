@@ -506,6 +506,8 @@ impl Sampler {
                 steps: Vec::new(),
                 gaps: Vec::new(),
                 pos: 0,
+                ahead: None,
+                spare: (Vec::new(), Vec::new()),
             });
         }
         let placer = Placer::new(&self, &lengths, p.seed);
@@ -519,6 +521,8 @@ impl Sampler {
             merger,
             t0: None,
             total,
+            epoch: 0,
+            cores: std::thread::available_parallelism().map_or(1, |c| c.get()),
         };
         for k in 0..synth.cursors.len() {
             synth.push_head(k);
@@ -1440,7 +1444,74 @@ struct Cursor {
     steps: Vec<Step>,
     gaps: Vec<f64>,
     pos: usize,
+    /// The next non-empty window, walked ahead with the other streams' (`Synth::walk_ahead`):
+    /// (its times, its steps).
+    ahead: Option<(Vec<i64>, Vec<Step>)>,
+    /// The buffers of the window before, for the next window walked.
+    spare: (Vec<i64>, Vec<Step>),
 }
+
+impl Cursor {
+    /// Walks the stream's next window (skipping empty ones) onto `ahead`; false when none is
+    /// left.
+    fn walk_next(&mut self, sampler: &Sampler, s: &StreamModel, p: &SynthParams) -> bool {
+        while self.window < self.quotas.len() {
+            if self.walk_window(sampler, s, p) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Walks the stream's windows below `until` onto `ahead`.
+    fn walk_until(&mut self, sampler: &Sampler, s: &StreamModel, p: &SynthParams, until: usize) {
+        while self.window < until.min(self.quotas.len()) {
+            self.walk_window(sampler, s, p);
+        }
+    }
+
+    /// Walks window `self.window` onto `ahead` (its times and steps after those already
+    /// there) and moves past it; false for an empty window.
+    fn walk_window(&mut self, sampler: &Sampler, s: &StreamModel, p: &SynthParams) -> bool {
+        let Quota {
+            start,
+            len,
+            count: q,
+            ..
+        } = self.quotas[self.window];
+        self.window += 1;
+        if q == 0 {
+            return false;
+        }
+        let (times, steps) = self.ahead.get_or_insert_with(|| {
+            let (mut times, mut steps) = std::mem::take(&mut self.spare);
+            times.clear();
+            steps.clear();
+            (times, steps)
+        });
+        self.gaps.clear();
+        sampler.walk(s, &mut self.st, q, p.uniform, steps, &mut self.gaps);
+        let first = self.placed == 0;
+        place_window(start, len, &self.gaps, first, p.intensity, times);
+        self.placed += q as usize;
+        true
+    }
+
+    /// Requests of its next non-empty window, which the stream has not walked yet.
+    fn next_window_size(&self) -> u64 {
+        self.quotas[self.window.min(self.quotas.len())..]
+            .iter()
+            .map(|q| q.count)
+            .find(|&c| c > 0)
+            .unwrap_or(0)
+    }
+}
+
+/// The requests the streams walk ahead together at least (`Synth::walk_ahead`): below
+/// them a thread costs more than it saves.
+const WALK_AHEAD_MIN: u64 = 200_000;
+/// The windows they walk ahead at most in one go (many windows of few requests each).
+const WALK_AHEAD_WINDOWS: usize = 4096;
 
 /// One synthesized request: (time since the first request, stream, op, offset, size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1463,6 +1534,10 @@ pub struct Synth {
     /// The first request's time.
     t0: Option<i64>,
     total: u64,
+    /// Windows below this one were walked ahead by all streams at once (`walk_ahead`).
+    epoch: usize,
+    /// The cores to walk on (asked once: the question reads the process's cgroup files).
+    cores: usize,
 }
 
 impl Synth {
@@ -1473,40 +1548,71 @@ impl Synth {
 
     /// Queues stream k's next request, walking its next non-empty window when needed.
     fn push_head(&mut self, k: usize) {
-        let c = &mut self.cursors[k];
-        while c.pos >= c.steps.len() {
-            let Some(&Quota {
-                start,
-                len,
-                count: q,
-                ..
-            }) = c.quotas.get(c.window)
-            else {
-                return;
-            };
-            c.window += 1;
-            if q == 0 {
-                continue;
+        if self.cursors[k].pos >= self.cursors[k].steps.len() {
+            if self.cursors[k].ahead.is_none() && !self.walk_ahead(k) {
+                return; // the stream is done
             }
-            c.steps.clear();
-            c.gaps.clear();
-            c.times.clear();
-            c.pos = 0;
-            let s = &self.sampler.streams[k];
-            let uniform = self.params.uniform;
-            self.sampler
-                .walk(s, &mut c.st, q, uniform, &mut c.steps, &mut c.gaps);
-            place_window(
-                start,
-                len,
-                &c.gaps,
-                c.placed == 0,
-                self.params.intensity,
-                &mut c.times,
+            let c = &mut self.cursors[k];
+            let (times, steps) = c.ahead.take().expect("a walked window");
+            let old = (
+                std::mem::replace(&mut c.times, times),
+                std::mem::replace(&mut c.steps, steps),
             );
-            c.placed += c.steps.len();
+            (c.spare, c.pos) = (old, 0);
         }
+        let c = &self.cursors[k];
         self.merger.push(k, c.times[c.pos]);
+    }
+
+    /// Walks stream k's next window onto its `ahead`; false when it has none left. The first
+    /// stream to reach a window past the last walk ahead (the streams' windows are the same
+    /// stretches of time) has every stream walk its windows up to the one where together
+    /// they hold WALK_AHEAD_MIN requests, on all cores. Each stream walks with its own
+    /// generator and state, so when it walks does not change what it yields.
+    fn walk_ahead(&mut self, k: usize) -> bool {
+        let Synth {
+            sampler,
+            params,
+            cursors,
+            epoch,
+            cores,
+            ..
+        } = self;
+        let (window, cores) = (cursors[k].window, *cores);
+        if window < *epoch || cores < 2 || cursors.len() < 2 {
+            return cursors[k].walk_next(sampler, &sampler.streams[k], params);
+        }
+        // how many windows hold WALK_AHEAD_MIN requests, at the streams' next windows' rate
+        let per_window: u64 = cursors.iter().map(Cursor::next_window_size).sum();
+        let span = WALK_AHEAD_MIN.div_ceil(per_window.max(1)) as usize;
+        let until = window + span.clamp(1, WALK_AHEAD_WINDOWS);
+        *epoch = until;
+        if per_window * (until - window) as u64 >= WALK_AHEAD_MIN {
+            let load = |c: &Cursor| c.next_window_size();
+            let mut todo: Vec<(usize, &mut Cursor)> = cursors.iter_mut().enumerate().collect();
+            // deal the streams out by size, largest first, to as many shares as cores
+            todo.sort_by_key(|(_, c)| std::cmp::Reverse(load(c)));
+            let mut shares: Vec<(u64, Vec<(usize, &mut Cursor)>)> = (0..cores.min(todo.len()))
+                .map(|_| (0, Vec::new()))
+                .collect();
+            for (j, c) in todo {
+                let lightest = shares.iter_mut().min_by_key(|s| s.0).expect("a share");
+                lightest.0 += load(c);
+                lightest.1.push((j, c));
+            }
+            let (sampler, params) = (&*sampler, &*params);
+            std::thread::scope(|scope| {
+                for (_, share) in shares {
+                    scope.spawn(move || {
+                        for (j, c) in share {
+                            c.walk_until(sampler, &sampler.streams[j], params, until);
+                        }
+                    });
+                }
+            });
+        }
+        let c = &mut cursors[k];
+        c.ahead.is_some() || c.walk_next(sampler, &sampler.streams[k], params)
     }
 }
 
@@ -2163,6 +2269,25 @@ mod tests {
                 assert!(c.len() > 100);
                 assert_eq!(c, whole);
             }
+        }
+    }
+
+    #[test]
+    fn streams_walked_ahead_on_all_cores_give_the_generated_trace() {
+        // the model's 3,950 requests 150 times over: the streams walk a few hundred of their
+        // small windows ahead together, WALK_AHEAD_MIN requests at a time, on every core, and
+        // yield what one stream at a time yields
+        for global in [false, true] {
+            let s = Sampler::from_json(&shared_blocks(global)).unwrap();
+            let p = params(600_000);
+            assert!(p.requests.unwrap() >= 2 * WALK_AHEAD_MIN);
+            let whole = s.generate(&p);
+            let mut c = Columns::default();
+            for r in s.clone().stream(p) {
+                c.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+            }
+            assert_eq!(c.len(), 600_000);
+            assert_eq!(c, whole);
         }
     }
 
