@@ -248,6 +248,14 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
     return out
 
 
+def by_stream(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests' streams, offsets and ends, stream after stream, each in time order."""
+    stream = df["stream"].to_numpy().astype(np.int64)
+    order = np.argsort(stream, kind="stable")
+    offset = df["offset"].to_numpy().astype(np.int64)[order]
+    return stream[order], offset, offset + df["size"].to_numpy().astype(np.int64)[order]
+
+
 LONG_RUN = 8  # requests: seed 003 contrasts runs of 4 with runs of 256 for prefetching
 
 
@@ -256,11 +264,7 @@ def long_run_share(t: Trace) -> float:
     one stream, each starting where the previous one ended (seed 003). The sequential
     fraction alone cannot tell a few long runs, which read-ahead serves, from many short
     ones."""
-    stream = t.numpy("stream", np.int64)
-    order = np.argsort(stream, kind="stable")  # time order inside each stream
-    stream = stream[order]
-    offset = t.numpy("offset", np.int64)[order]
-    end = offset + t.numpy("size", np.int64)[order]
+    stream, offset, end = by_stream(t.df)
     continues = (stream[1:] == stream[:-1]) & (offset[1:] == end[:-1])
     starts = np.flatnonzero(np.r_[True, ~continues])
     lengths = np.diff(np.r_[starts, len(stream)])
@@ -393,7 +397,11 @@ def jump_tvd(ca: dict[str, Any], cb: dict[str, Any]) -> float:
         total = sum(h["count"] for h in c["jump_histogram"]) or 1
         return {h["bucket"]: h["count"] / total for h in c["jump_histogram"]}
 
-    da, db = dist(ca), dist(cb)
+    return tvd(dist(ca), dist(cb))
+
+
+def tvd(da: dict[int, float], db: dict[int, float]) -> float:
+    """Total variation distance between two distributions given as {bucket: share}."""
     return 0.5 * sum(abs(da.get(k, 0.0) - db.get(k, 0.0)) for k in set(da) | set(db))
 
 
@@ -401,12 +409,7 @@ def op_jump_shares(t: Trace, op: int) -> dict[int, float] | None:
     """Shares of the jumps between consecutive requests of one stream and operation (the
     offset minus the end of that stream's previous request of the operation) by signed log2
     bucket, as `jump_histogram` buckets them; None without two such requests."""
-    df = t.df.filter(pl.col("op") == op)
-    stream = df["stream"].to_numpy().astype(np.int64)
-    order = np.argsort(stream, kind="stable")  # time order inside each stream
-    stream = stream[order]
-    offset = df["offset"].to_numpy().astype(np.int64)[order]
-    end = offset + df["size"].to_numpy().astype(np.int64)[order]
+    stream, offset, end = by_stream(t.df.filter(pl.col("op") == op))
     jumps = (offset[1:] - end[:-1])[stream[1:] == stream[:-1]]
     if len(jumps) == 0:
         return None
@@ -426,8 +429,10 @@ def op_jump_metrics(a: Trace, b: Trace, tolerance: float) -> list[Metric]:
         sa, sb = op_jump_shares(a, op), op_jump_shares(b, op)
         if sa is None or sb is None:
             continue
-        tvd = 0.5 * sum(abs(sa.get(k, 0.0) - sb.get(k, 0.0)) for k in set(sa) | set(sb))
-        out.append(Metric(f"{name}_jump_tvd", "op_jump_distance", 0.0, tvd, "distance", tolerance))
+        distance = tvd(sa, sb)
+        out.append(
+            Metric(f"{name}_jump_tvd", "op_jump_distance", 0.0, distance, "distance", tolerance)
+        )
     return out
 
 
