@@ -103,14 +103,31 @@ class WhatIfCache(WhatIfSection):
                 interval = "; ± the 95% interval of the mean" if intervals else ""
                 parts.append(note(f"twin and uniform: {precision_note(doc, 'and uniform baselines')}"
                                   f"{interval}; the band their range"))  # fmt: skip
-            from ...whatif.cache import cautions, footprint_line, reads_alone_line, reuse_line
-
-            if "footprints" in doc:
-                parts.append(note(footprint_line(doc)))
-                if "reuse" in doc:
-                    parts.append(note(reuse_line(doc)))
-                if doc.get("reads_alone_ms"):
-                    parts.append(note(reads_alone_line(doc)))
-            for caution in cautions(doc):
-                parts.append(Markup(f'<p class="badge fail">{escape(caution)}</p>'))
+            parts += notes(doc)
         return Markup("").join(parts)
+
+
+def notes(doc: dict) -> list[Markup]:
+    """The study's lines beside its table and its cautions, as the terminal prints them."""
+    from ...whatif.cache import (
+        busy_line,
+        cautions,
+        errors_line,
+        footprint_line,
+        reads_alone_line,
+        reuse_line,
+    )
+
+    lines = []
+    if "footprints" in doc:
+        lines.append(footprint_line(doc))
+        if "reuse" in doc:
+            lines.append(reuse_line(doc))
+        if doc.get("reads_alone_ms"):
+            lines.append(reads_alone_line(doc))
+    if doc.get("busy_curves"):
+        lines.append(busy_line(doc))
+    if "twin_max_error" in doc:
+        lines.append(errors_line(doc))
+    badges = [Markup(f'<p class="badge fail">{escape(c)}</p>') for c in cautions(doc)]
+    return [note(line) for line in lines] + badges
