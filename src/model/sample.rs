@@ -131,24 +131,46 @@ fn triple(v: &Value) -> Result<(u64, u64, u64), Err> {
 }
 
 /// An inter-arrival distribution ready to sample. Empirical histograms keep 32-bit running
-/// sums under a guide table (the cutpoint method): each of `guide.len()` equal slices of the
+/// sums under a guide table (the cutpoint method): each of the guide's equal slices of the
 /// draws starts its search at the first bucket any draw in it can fall in, so a draw reads a
-/// guide entry and about one running sum, without the data-dependent scans that mispredicted
+/// guide entry and about one bucket, without the data-dependent scans that mispredicted
 /// (18% of the sampler's time went to them). The bucket drawn is the same as `Iat::sample`'s
 /// (histograms of 2^32 counts or more sample through it).
 #[derive(Debug, Clone)]
 enum Gap {
-    Empirical {
-        total: u64,
-        /// Running sums of the counts.
-        cum: Vec<u32>,
-        /// Per slice k of the draws (draws d with d * len / total = k), the first bucket
-        /// whose running sum exceeds the slice's smallest draw.
-        guide: Vec<u16>,
-        /// Each bucket's [lo, hi).
-        bounds: Vec<(u64, u64)>,
-    },
+    Empirical(Empirical),
     Parametric(Iat),
+}
+
+/// An empirical histogram laid out for the sampler's few memory accesses a draw: a draw's
+/// slice is its top bits (no division), and each bucket keeps its running sum beside its
+/// bounds in 12 bytes, so the bucket found is the bucket read and the buckets of a model
+/// take half the cache (the sampler is bound by these loads).
+#[derive(Debug, Clone)]
+struct Empirical {
+    total: u64,
+    /// Draws `d` fall in slice `d >> shift`.
+    shift: u32,
+    /// Per slice, the first bucket whose running sum exceeds the slice's smallest draw.
+    guide: Box<[u16]>,
+    buckets: Box<[Bucket]>,
+}
+
+/// One bucket of an empirical histogram: the running sum of the counts up to it, and
+/// [lo, lo + width). The fit's buckets (`hist::bucket_range`) start at a few significant
+/// bits and are a power of two wide, so f32 holds both exactly and a draw is the very f64
+/// `Iat::sample` computes; other buckets sample through `Iat`.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    cum: u32,
+    lo: f32,
+    width: f32,
+}
+
+/// `v` as an f32 when that holds it exactly.
+fn exact_f32(v: u64) -> Option<f32> {
+    let f = v as f32;
+    (f as u64 == v && v < 1 << 53).then_some(f)
 }
 
 impl Gap {
@@ -160,47 +182,53 @@ impl Gap {
         if total > u32::MAX as u64 || buckets.len() > u16::MAX as usize {
             return Gap::Parametric(iat);
         }
-        let cum: Vec<u32> = buckets
+        let mut cum = 0u32;
+        let laid: Option<Box<[Bucket]>> = buckets
             .iter()
-            .scan(0u32, |acc, b| {
-                *acc += b.2 as u32;
-                Some(*acc)
+            .map(|&(lo, hi, count)| {
+                cum += count as u32;
+                Some(Bucket {
+                    cum,
+                    lo: exact_f32(lo)?,
+                    width: exact_f32(hi.checked_sub(lo)?)?,
+                })
             })
             .collect();
-        // as many slices as buckets (a power of two), so a slice holds about one bucket
-        let slices = cum.len().next_power_of_two() as u64;
+        let Some(buckets) = laid else {
+            return Gap::Parametric(iat);
+        };
+        // about as many slices as buckets (a power of two), so a slice holds about one bucket
+        let wanted = buckets.len().next_power_of_two().trailing_zeros();
+        let draws = 64 - total.saturating_sub(1).leading_zeros(); // bits of the largest draw
+        let shift = draws.saturating_sub(wanted);
+        let slices = if total == 0 {
+            0
+        } else {
+            ((total - 1) >> shift) + 1
+        };
         let guide = (0..slices)
-            .map(|k| {
-                let first = (k * total).div_ceil(slices) as u32; // the slice's smallest draw
-                cum.partition_point(|&c| c <= first) as u16
-            })
+            .map(|k| buckets.partition_point(|b| b.cum as u64 <= k << shift) as u16)
             .collect();
-        let bounds = buckets.iter().map(|b| (b.0, b.1)).collect();
-        Gap::Empirical {
+        Gap::Empirical(Empirical {
             total,
-            cum,
+            shift,
             guide,
-            bounds,
-        }
+            buckets,
+        })
     }
 
     fn sample(&self, rng: &mut Pcg64Mcg) -> f64 {
         match self {
-            Gap::Empirical {
-                total,
-                cum,
-                guide,
-                bounds,
-            } => {
-                let pick = rng.random_range(0..(*total).max(1));
+            Gap::Empirical(e) => {
+                let pick = rng.random_range(0..e.total.max(1));
                 // the first bucket whose running sum exceeds the pick (none when empty)
-                let slice = (pick * guide.len() as u64 / (*total).max(1)) as usize;
-                let mut i = guide.get(slice).map_or(cum.len(), |&g| g as usize);
-                while cum.get(i).is_some_and(|&c| c as u64 <= pick) {
+                let slice = (pick >> e.shift) as usize;
+                let mut i = e.guide.get(slice).map_or(e.buckets.len(), |&g| g as usize);
+                while e.buckets.get(i).is_some_and(|b| b.cum as u64 <= pick) {
                     i += 1;
                 }
-                let v = match bounds.get(i) {
-                    Some(&(lo, hi)) => lo as f64 + rng.random::<f64>() * (hi - lo) as f64,
+                let v = match e.buckets.get(i) {
+                    Some(b) => b.lo as f64 + rng.random::<f64>() * b.width as f64,
                     None => 0.0,
                 };
                 v.max(0.0)
@@ -2193,23 +2221,50 @@ mod tests {
     #[test]
     fn gaps_draw_as_the_distributions_they_prepare() {
         let mut shape = Pcg64Mcg::seed_from_u64(3);
-        for n in [0usize, 1, 15, 16, 17, 145, 300] {
+        // small counts (many empty buckets, several per slice) and large ones (slices of
+        // many draws: the guide's shift)
+        let sizes = [0usize, 1, 15, 16, 17, 145, 300];
+        for (n, most) in sizes
+            .map(|n| (n, 4))
+            .into_iter()
+            .chain(sizes.map(|n| (n, 1 << 24)))
+        {
             let buckets: Vec<(u64, u64, u64)> = (0..n as u64)
                 .map(|i| {
                     (
                         i * 100,
                         i * 100 + 1 + shape.random_range(0..99),
-                        shape.random_range(0..4),
+                        shape.random_range(0..most),
                     )
                 })
                 .collect();
             let iat = Iat::Empirical { buckets };
             let gap = Gap::new(iat.clone());
-            assert!(matches!(gap, Gap::Empirical { .. }));
+            assert!(matches!(gap, Gap::Empirical(_)));
             let (mut a, mut b) = (
                 Pcg64Mcg::seed_from_u64(n as u64),
                 Pcg64Mcg::seed_from_u64(n as u64),
             );
+            for _ in 0..2000 {
+                assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
+            }
+        }
+        // the fit's buckets lay out in f32 at any scale (a day's gaps, in ns); one f32 cannot
+        // hold exactly draws through `Iat`
+        let day = 86_400_000_000_000u64;
+        let fitted: Vec<_> = [5, 1000, 3_000_000, day]
+            .map(|v| {
+                let (lo, hi) = crate::model::hist::bucket_range(crate::model::hist::bucket(v));
+                (lo, hi, 3)
+            })
+            .into();
+        assert!(fitted.last().unwrap().1 > day);
+        let odd = vec![(0, 100, 2), ((1 << 40) + 1, (1 << 40) + 9, 5)];
+        for (buckets, laid) in [(fitted, true), (odd, false)] {
+            let iat = Iat::Empirical { buckets };
+            let gap = Gap::new(iat.clone());
+            assert_eq!(matches!(gap, Gap::Empirical(_)), laid);
+            let (mut a, mut b) = (Pcg64Mcg::seed_from_u64(9), Pcg64Mcg::seed_from_u64(9));
             for _ in 0..2000 {
                 assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
             }
