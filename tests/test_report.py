@@ -290,6 +290,8 @@ LEVELS = {
         ("whatif-levels", lambda d: d.update(twins=None), "field 'twins': expected a list of numbers"),
         ("whatif-levels", lambda d: d["points"][1].update(p95_error_ci95="2%"), "field 'points[1]': expected a list of numbers"),
         ("whatif-cache", lambda d: d.pop("sizes"), "field 'sizes': missing"),
+        ("whatif-cache", lambda d: d.update(busy_curves={"twin": [1.0, 2.0]}), "field 'busy_curves.twin': 2 values, expected 4"),
+        ("whatif-cache", lambda d: d.update(busy_curves=[1.0]), "field 'busy_curves': expected an object"),
         ("whatif-cache", lambda d: d["ranges"]["twin"]["low"].pop(), "field 'ranges.twin.low': 3 values, expected 4"),
         ("whatif-cache", lambda d: d["ranges"]["twin"].pop("high"), "field 'ranges.twin.high': missing"),
         ("whatif-intensity", lambda d: d["points"][1].pop("p95_ms"), "field 'points[1].p95_ms': missing"),
@@ -348,6 +350,11 @@ def test_a_cache_study_renders_its_reads_alone_and_busy_time(tmp_path: Path) -> 
     assert "in busy time: twin 0.003, uniform baseline 0.011" in text
     assert "+0.00 ms a read in service and +1.25 ms in waiting: they arrive more bunched" in text
     assert "the twin does carry the disk work this cache saves" in text
+    # the figure has the busy-time speedups beside the speedups
+    html = (tmp_path / "r.html").read_text()
+    start = html.index('aria-label="cache speedup and busy-time speedup"')
+    svg = html[start : html.index("</svg>", start)]
+    assert ">device busy-time speedup<" in svg and ">speedup over no cache<" in svg
 
 
 def test_the_undamaged_levels_document_renders(tmp_path: Path) -> None:

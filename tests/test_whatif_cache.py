@@ -312,3 +312,15 @@ def test_reads_alone_caution_by_hand() -> None:
     )
     calmer = {**doc(8.0, 6.0), "reads_alone_service_ms": {"original": 5.0, "twin": 5.0}}
     assert "they arrive less bunched" in (reads_alone_caution(calmer) or "")
+
+
+def test_plot_puts_the_busy_time_speedups_beside(tmp_path: Path) -> None:
+    import struct
+
+    png = tmp_path / "cache.png"
+    args = ["whatif", "cache", str(SAMPLE), "--twins", "1", "--sizes", "0,13M", "--plot", str(png)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    # two panels of 6.4 x 4 inches at 120 dpi: the PNG header's width and height
+    width, height = struct.unpack(">II", png.read_bytes()[16:24])
+    assert (width, height) == (2 * 768, 480)

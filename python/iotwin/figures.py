@@ -18,7 +18,8 @@ def check_plot_path(path: str | Path | None) -> None:
         raise IotwinError(f"--plot {path}: use a .png, .svg or .pdf file name")
 
 
-def save_figure(draw: Callable, path: str | Path) -> None:
+def save_figure(draw: Callable, path: str | Path, panels: int = 1) -> None:
+    """Draws `draw(ax)` (with `panels` > 1, `draw([ax, ...])`, side by side) into `path`."""
     path = Path(path)
     check_plot_path(path)
     import matplotlib
@@ -26,10 +27,13 @@ def save_figure(draw: Callable, path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    fig, axes = plt.subplots(
+        1, panels, figsize=(6.4 * panels, 4.0), layout="constrained", squeeze=False
+    )
     try:
-        draw(ax)
-        ax.grid(alpha=0.3)
+        draw(axes[0][0] if panels == 1 else list(axes[0]))
+        for ax in axes[0]:
+            ax.grid(alpha=0.3)
         with atomic_output(path) as tmp:
             fig.savefig(tmp, format=path.suffix[1:].lower(), dpi=120)
     finally:

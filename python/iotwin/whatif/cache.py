@@ -492,23 +492,33 @@ def cautions(r: dict[str, Any]) -> list[str]:
 
 
 def plot(r: dict[str, Any], path) -> None:
-    """Speedup against cache size, one line per workload (seed 000 Figure 7)."""
+    """Speedup against cache size, one line per workload (seed 000 Figure 7), and beside it
+    the device busy-time speedup (the disk work saved) where the study has it."""
     from ..figures import save_figure
 
-    def draw(ax) -> None:
+    busy = r.get("busy_curves")
+
+    def curves(ax, values: dict[str, list[float]], ylabel: str, bands: bool) -> None:
         gib = [s / 2**30 for s in r["sizes"]]
-        for name, ys in r["curves"].items():
+        for name, ys in values.items():
             (line,) = ax.plot(gib, ys, marker="o", label=name)
             span = r.get("ranges", {}).get(name)
-            if span and r.get("twins", 1) > 1:
+            if bands and span and r.get("twins", 1) > 1:
                 ax.fill_between(gib, span["low"], span["high"], color=line.get_color(), alpha=0.2)
             halves = r.get("ci95", {}).get(name)
-            if halves and r.get("twins", 1) > 1:  # each mean's 95% interval
+            if bands and halves and r.get("twins", 1) > 1:  # each mean's 95% interval
                 yerr = [h or 0.0 for h in halves]
                 ax.errorbar(gib, ys, yerr=yerr, fmt="none", ecolor=line.get_color(), capsize=3)
         ax.set_xlabel("SSD cache size (GiB)")
-        ax.set_ylabel("storage speedup")
-        ax.set_title(f"SSD cache over {r['device']}")
+        ax.set_ylabel(ylabel)
         ax.legend()
 
-    save_figure(draw, path)
+    def draw(axes) -> None:
+        first = axes[0] if busy else axes
+        curves(first, r["curves"], "storage speedup", bands=True)
+        first.set_title(f"SSD cache over {r['device']}")
+        if busy:
+            curves(axes[1], busy, "device busy-time speedup", bands=False)
+            axes[1].set_title("the disk work the cache saves")
+
+    save_figure(draw, path, panels=2 if busy else 1)

@@ -24,25 +24,42 @@ def cache_svg(
     curves: dict[str, list[float]],
     device: str,
     ranges: dict[str, dict[str, list[float]]] | None = None,
+    busy: dict[str, list[float]] | None = None,
 ) -> str:
+    """The speedup per cache size, and beside it the device busy-time speedup (the disk work
+    the cache saves) where the study has it."""
+    with figure(width=11.2 if busy else 8.4, height=3.0, ncols=2 if busy else 1) as (fig, axes):
+        panels = axes if busy else [axes]
+        draw_curves(panels[0], sizes, curves, ranges)
+        panels[0].set_xlabel(f"SSD cache size over {device}")
+        panels[0].set_ylabel("speedup over no cache")
+        if busy:
+            draw_curves(panels[1], sizes, busy, None)
+            panels[1].set_xlabel(f"SSD cache size over {device}")
+            panels[1].set_ylabel("device busy-time speedup")
+        return to_svg(fig, "cache speedup" + (" and busy-time speedup" if busy else ""))
+
+
+def draw_curves(
+    ax,
+    sizes: list[float],
+    curves: dict[str, list[float]],
+    ranges: dict[str, dict[str, list[float]]] | None,
+) -> None:
     from matplotlib.ticker import FuncFormatter
 
     styles = {"original": "o-", "twin": "s--", "uniform": "^:"}
-    with figure(width=8.4, height=3.0) as (fig, ax):
-        positions = list(range(len(sizes)))
-        for name in CURVES:
-            if name in curves:
-                ax.plot(positions, curves[name], styles[name], color=COLORS[name], label=name)
-            span = (ranges or {}).get(name)
-            if span:  # the range over the twins (several realizations)
-                ax.fill_between(positions, span["low"], span["high"], color=COLORS[name], alpha=0.2)
-        ax.set_xticks(positions)
-        ax.set_xticklabels([bytes_label(s) for s in sizes])
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}x"))
-        ax.set_xlabel(f"SSD cache size over {device}")
-        ax.set_ylabel("speedup over no cache")
-        ax.legend(loc="upper left")
-        return to_svg(fig, "cache speedup")
+    positions = list(range(len(sizes)))
+    for name in CURVES:
+        if name in curves:
+            ax.plot(positions, curves[name], styles[name], color=COLORS[name], label=name)
+        span = (ranges or {}).get(name)
+        if span:  # the range over the twins (several realizations)
+            ax.fill_between(positions, span["low"], span["high"], color=COLORS[name], alpha=0.2)
+    ax.set_xticks(positions)
+    ax.set_xticklabels([bytes_label(s) for s in sizes])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}x"))
+    ax.legend(loc="upper left")
 
 
 def speedup_cell(speedup: float, intervals: list[float | None] | None, i: int) -> str:
@@ -69,6 +86,10 @@ class WhatIfCache(WhatIfSection):
             raise IotwinError(f"{path}: field 'curves': no curve (expected {', '.join(CURVES)})")
         for name, values in doc["curves"].items():
             numbers(values, path, f"curves.{name}", len(sizes))
+        if "busy_curves" in doc:  # the device busy-time speedups, per curve and size
+            need(doc["busy_curves"], path, "busy_curves", ())
+            for name, values in doc["busy_curves"].items():
+                numbers(values, path, f"busy_curves.{name}", len(sizes))
         if "ranges" in doc:
             need(doc["ranges"], path, "ranges", ())
         for name, span in doc.get("ranges", {}).items():
@@ -90,7 +111,9 @@ class WhatIfCache(WhatIfSection):
             sizes = [float(s) for s in doc["sizes"]]
             parts.append(Markup(f"<h3>{escape(item.path.name)}</h3>"))
             ranges = doc.get("ranges") if doc.get("twins", 1) > 1 else None
-            parts.append(figure_block(cache_svg(sizes, curves, str(doc["device"]), ranges)))
+            busy = {k: [float(v) for v in vs] for k, vs in doc.get("busy_curves", {}).items()}
+            svg = cache_svg(sizes, curves, str(doc["device"]), ranges, busy or None)
+            parts.append(figure_block(svg))
             intervals = doc.get("ci95", {}) if ranges else {}
             rows = [
                 (bytes_label(s), *(speedup_cell(curves[n][i], intervals.get(n), i) for n in curves))
