@@ -579,8 +579,16 @@ fn fit_pieces(
 /// The `ties` of the trace in `pieces` (consecutive chunks), as JSON.
 fn tie_counts(pieces: &[CanonicalSlices<'_>]) -> String {
     let mut counter = crate::model::ties::TieCounter::default();
-    for &(ts, st, _, off, sz) in pieces {
-        counter.update(ts, st, off, sz, None);
+    for &(ts, stream, op, offset, size) in pieces {
+        let batch = crate::model::ties::TieBatch {
+            ts,
+            stream,
+            op,
+            offset,
+            size,
+            file: None,
+        };
+        counter.update(batch);
     }
     counter.counts().to_json().to_string()
 }
@@ -733,28 +741,44 @@ impl TieCounter {
         TieCounter::default()
     }
 
-    #[pyo3(signature = (ts_ns, stream, offset, size, file=None))]
+    #[pyo3(signature = (ts_ns, stream, op, offset, size, file=None))]
+    #[allow(clippy::too_many_arguments)]
     fn update(
         &mut self,
         py: Python<'_>,
         ts_ns: PyBuffer<i64>,
         stream: PyBuffer<u32>,
+        op: PyBuffer<u8>,
         offset: PyBuffer<u64>,
         size: PyBuffer<u32>,
         file: Option<PyBuffer<u32>>,
     ) -> PyResult<()> {
-        let (ts, st) = (buffer_slice(&ts_ns)?, buffer_slice(&stream)?);
+        let (ts, st, op) = (
+            buffer_slice(&ts_ns)?,
+            buffer_slice(&stream)?,
+            buffer_slice(&op)?,
+        );
         let (off, sz) = (buffer_slice(&offset)?, buffer_slice(&size)?);
         let file = file.as_ref().map(buffer_slice).transpose()?;
         let n = ts.len();
-        if [st.len(), off.len(), sz.len()].iter().any(|&l| l != n)
+        if [st.len(), op.len(), off.len(), sz.len()]
+            .iter()
+            .any(|&l| l != n)
             || file.is_some_and(|f| f.len() != n)
         {
             return Err(PyValueError::new_err("columns of different lengths"));
         }
+        let batch = crate::model::ties::TieBatch {
+            ts,
+            stream: st,
+            op,
+            offset: off,
+            size: sz,
+            file,
+        };
         // without the GIL: `fit` counts ties on one thread while the core fits on others
         let inner = &mut self.inner;
-        py.detach(|| inner.update(ts, st, off, sz, file));
+        py.detach(|| inner.update(batch));
         Ok(())
     }
 

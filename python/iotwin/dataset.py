@@ -175,7 +175,9 @@ def _ties(value: Any) -> dict[str, Any] | None:
     from .model import valid_ties
 
     if value is not None and not valid_ties(value):
-        raise ValueError("ties: expected counts {pairs, same} of sequential and other")
+        raise ValueError(
+            "ties: expected counts {pairs, same} of sequential and other (and by operations)"
+        )
     return value
 
 

@@ -516,11 +516,20 @@ def _check_probabilities(doc: dict[str, Any], where: str) -> None:
 
 def _check_ties(doc: dict[str, Any], where: str) -> None:
     """Odds from counts: a class cannot go on with the same stream more often than it ties."""
-    for name, c in doc.get("ties", {}).items():
+    for name, c in tie_classes(doc.get("ties", {})):
         if c["same"] > c["pairs"]:
             raise IotwinError(
                 f"{where}: at ties/{name}: same ({c['same']}) exceeds pairs ({c['pairs']})"
             )
+
+
+def tie_classes(ties: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
+    """Every class of a model's `ties` by its path: 'sequential', 'other', and apart by the
+    next request's operation 'operations/read/sequential', ... (schema-checked `ties`)."""
+    found = [(name, c) for name, c in ties.items() if name != "operations"]
+    for op, classes in ties.get("operations", {}).items():
+        found += [(f"operations/{op}/{name}", c) for name, c in classes.items()]
+    return found
 
 
 def valid_ties(ties: Any) -> bool:
@@ -530,10 +539,11 @@ def valid_ties(ties: Any) -> bool:
 
     global _TIES_VALIDATOR
     if _TIES_VALIDATOR is None:
-        _TIES_VALIDATOR = jsonschema_rs.validator_for(schema()["properties"]["ties"])
+        ties_schema = {**schema()["properties"]["ties"], "$defs": schema()["$defs"]}
+        _TIES_VALIDATOR = jsonschema_rs.validator_for(ties_schema)
     if not _TIES_VALIDATOR.is_valid(ties):
         return False
-    return all(c["same"] <= c["pairs"] for c in ties.values())
+    return all(c["same"] <= c["pairs"] for _, c in tie_classes(ties))
 
 
 _TIES_VALIDATOR: Any = None

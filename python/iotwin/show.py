@@ -242,11 +242,18 @@ def _ties(model: Model) -> str | None:
     def odds(c: dict[str, int]) -> str:
         return f"{c['same'] / c['pairs']:.0%}" if c["pairs"] else "-"
 
-    return (
+    line = (
         f"Streams at one instant ({pairs:,} pairs stamped alike): the same stream goes on "
         f"{odds(ties['sequential'])} of the time before a sequential request, "
         f"{odds(ties['other'])} before another"
     )
+    if "operations" in ties:  # before another request, by its operation
+        ops = ties["operations"]
+        line += (
+            f"; before another read {odds(ops['read']['other'])}, "
+            f"another write {odds(ops['write']['other'])}"
+        )
+    return line
 
 
 def _transitions_table(model: Model, top: int) -> Table:

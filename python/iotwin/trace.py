@@ -150,6 +150,7 @@ class TieCounter:
         self._core.update(
             column("ts_ns", np.int64),
             column("stream", np.uint32),
+            column("op", np.uint8),
             column("offset", np.uint64),
             column("size", np.uint32),
             file,

@@ -1649,9 +1649,10 @@ impl Iterator for Synth {
 
     fn next(&mut self) -> Option<Synthesized> {
         let cursors = &self.cursors;
-        let (t, k) = self
-            .merger
-            .pop(|k| cursors[k].steps[cursors[k].pos].cat.kind)?;
+        let (t, k) = self.merger.pop(|k| {
+            let cat = cursors[k].steps[cursors[k].pos].cat;
+            (cat.kind, cat.op)
+        })?;
         let t0 = *self.t0.get_or_insert(t);
         let c = &mut self.cursors[k];
         let step = c.steps[c.pos];
@@ -1699,7 +1700,10 @@ fn merge_streams(
         }
     }
     let mut t0 = None;
-    while let Some((t, k)) = merger.pop(|k| parts[k].1[next[k]].cat.kind) {
+    while let Some((t, k)) = merger.pop(|k| {
+        let cat = parts[k].1[next[k]].cat;
+        (cat.kind, cat.op)
+    }) {
         let t0 = *t0.get_or_insert(t);
         let (times, steps, id) = &parts[k];
         let (op, off, size) = place(k, steps[next[k]]);
