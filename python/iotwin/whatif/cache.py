@@ -289,17 +289,27 @@ def render(r: dict[str, Any], console: Console) -> None:
             f"{candidate_label(c['chosen'])} kept): largest LRU miss-ratio deviation "
             f"{scores[0]:.3f} as fitted -> {scores[c['chosen']]:.3f}"
         )
-    console.print(footprint_line(r))
-    if "reuse" in r:
-        console.print(reuse_line(r))
-    if r.get("reads_alone_ms"):
-        console.print(reads_alone_line(r))
-    if r.get("busy_curves"):
-        console.print(busy_line(r))
-    if "twin_max_error" in r:
-        console.print(errors_line(r))
+    for line in study_lines(r):
+        console.print(line)
     for caution in cautions(r):
         console.print(f"[yellow]{caution}[/yellow]")
+
+
+def study_lines(r: dict[str, Any]) -> list[str]:
+    """The lines under a study's table, for those of its figures it has (the terminal and
+    the HTML report print the same)."""
+    lines = []
+    if "footprints" in r or "footprint_bytes" in r:
+        lines.append(footprint_line(r))
+    if "reuse" in r:
+        lines.append(reuse_line(r))
+    if r.get("reads_alone_ms"):
+        lines.append(reads_alone_line(r))
+    if r.get("busy_curves"):
+        lines.append(busy_line(r))
+    if "twin_max_error" in r:
+        lines.append(errors_line(r))
+    return lines
 
 
 # A twin touching this much more (or less) data than the original shifts its curve.

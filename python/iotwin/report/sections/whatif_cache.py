@@ -132,25 +132,7 @@ class WhatIfCache(WhatIfSection):
 
 def notes(doc: dict) -> list[Markup]:
     """The study's lines beside its table and its cautions, as the terminal prints them."""
-    from ...whatif.cache import (
-        busy_line,
-        cautions,
-        errors_line,
-        footprint_line,
-        reads_alone_line,
-        reuse_line,
-    )
+    from ...whatif.cache import cautions, study_lines
 
-    lines = []
-    if "footprints" in doc:
-        lines.append(footprint_line(doc))
-        if "reuse" in doc:
-            lines.append(reuse_line(doc))
-        if doc.get("reads_alone_ms"):
-            lines.append(reads_alone_line(doc))
-    if doc.get("busy_curves"):
-        lines.append(busy_line(doc))
-    if "twin_max_error" in doc:
-        lines.append(errors_line(doc))
     badges = [Markup(f'<p class="badge fail">{escape(c)}</p>') for c in cautions(doc)]
-    return [note(line) for line in lines] + badges
+    return [note(line) for line in study_lines(doc)] + badges
