@@ -9,6 +9,10 @@
 //! request too (a read or not): in Tencent's excerpt a volume goes on before a read of its
 //! own 47.9% of the time, before a write 40.9%; merged by one odds for both, its twin's next
 //! read in the file was the same volume's 38.5% of the time (the original's 53.7%).
+//!
+//! Where the stream does not go on, the next is not any stream by its weight: the original
+//! returns to one it just left (`recency`). Tencent's next volume after a switch is the one
+//! before the last 20.8% of the time, one of the 4 before it 44.0%.
 
 use super::stats::is_continuation;
 use crate::columns::OP_READ;
@@ -34,15 +38,22 @@ pub fn operation_index(op: u8) -> usize {
     (op != OP_READ) as usize
 }
 
+/// How many of the streams seen last at an instant a switch may return to.
+pub const RECENCY: usize = 16;
+
 /// Counts of consecutive, equally stamped requests whose first one's stream has another
 /// request at that instant, by the class of that next request: (pairs, pairs where the next
 /// request of the trace is that one: the same stream continues); `by_operations` the same
-/// apart by that next request's operation (None: a model from before they were counted).
+/// apart by that next request's operation, and `recency`, over the switches at one instant
+/// (the next request from another stream), how often that stream was the k-th latest other
+/// stream seen at the instant (k = 1..=RECENCY), at 0 how often none of them (None: a model
+/// from before they were counted).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TieCounts {
     pub pairs: [u64; 2],
     pub same: [u64; 2],
     pub by_operations: Option<[Classes; 2]>,
+    pub recency: Option<[u64; RECENCY + 1]>,
 }
 
 /// (pairs, same) per class, for one operation of the next request.
@@ -98,6 +109,9 @@ impl TieCounts {
                 .map(|(name, c)| (name.to_string(), c.to_json()));
             v["operations"] = Value::Object(ops.collect());
         }
+        if let Some(recency) = self.recency {
+            v["recency"] = json!(recency);
+        }
         v
     }
 
@@ -120,10 +134,25 @@ impl TieCounts {
                 Some(by)
             }
         };
+        let recency = match v.get("recency") {
+            None => None,
+            Some(list) => {
+                let counts = list
+                    .as_array()
+                    .filter(|l| l.len() == RECENCY + 1)
+                    .ok_or(format!("ties: 'recency' must list {} counts", RECENCY + 1))?;
+                let mut out = [0u64; RECENCY + 1];
+                for (slot, c) in out.iter_mut().zip(counts) {
+                    *slot = c.as_u64().ok_or("ties: 'recency' must hold counts")?;
+                }
+                Some(out)
+            }
+        };
         Ok(TieCounts {
             pairs: all.pairs,
             same: all.same,
             by_operations,
+            recency,
         })
     }
 }
@@ -147,6 +176,9 @@ pub struct TieCounter {
     dense: Vec<Option<Latest>>,
     sparse: FxHashMap<u32, Latest>,
     previous: Option<(u32, i64)>,
+    /// The distinct streams seen at the current instant, the latest last (at most
+    /// RECENCY + 1).
+    recent: Vec<u32>,
     counts: TieCounts,
 }
 
@@ -195,8 +227,15 @@ impl TieCounter {
                 if let Some(l) = self.slot(p) {
                     l.followed = Some(p == stream);
                 }
+                if p != stream {
+                    let rank = recency_rank(&self.recent, p, stream);
+                    self.counts.recency.get_or_insert_default()[rank] += 1;
+                }
+            } else {
+                self.recent.clear();
             }
         }
+        touch_recent(&mut self.recent, stream);
         // the pair after this stream's previous request counts if both of its requests
         // share this instant
         if let Some(&mut l) = self.slot(stream) {
@@ -221,12 +260,38 @@ impl TieCounter {
         self.previous = Some((stream, ts));
     }
 
-    /// The counts so far, apart by operations (none where no pair was stamped alike).
+    /// The counts so far, apart by operations and with the switches' recency (none where
+    /// no pair was stamped alike).
     pub fn counts(&self) -> TieCounts {
         TieCounts {
             by_operations: Some(self.counts.by_operations.unwrap_or_default()),
+            recency: Some(self.counts.recency.unwrap_or_default()),
             ..self.counts
         }
+    }
+}
+
+/// Where `next` stands among the streams seen at this instant other than `left` (the one a
+/// switch leaves), the latest first: 1..=RECENCY, or 0 if not among them.
+fn recency_rank<T: PartialEq + Copy>(recent: &[T], left: T, next: T) -> usize {
+    recent
+        .iter()
+        .rev()
+        .filter(|&&s| s != left)
+        .take(RECENCY)
+        .position(|&s| s == next)
+        .map_or(0, |r| r + 1)
+}
+
+/// Moves `stream` to the latest end of `recent`, which keeps RECENCY + 1 streams (the one a
+/// switch leaves and the RECENCY before it).
+fn touch_recent<T: PartialEq + Copy>(recent: &mut Vec<T>, stream: T) {
+    if let Some(i) = recent.iter().position(|&s| s == stream) {
+        recent.remove(i);
+    }
+    recent.push(stream);
+    if recent.len() > RECENCY + 1 {
+        recent.remove(0);
     }
 }
 
@@ -249,6 +314,8 @@ struct Interleave {
     /// stream's next request (None where it had no pairs: the odds of both then).
     stay: [Option<f64>; 2],
     stay_by_operations: [[Option<f64>; 2]; 2],
+    /// Running sums of the fitted `recency` counts (None: a switch goes by weight alone).
+    recency: Option<[u64; RECENCY + 1]>,
     weights: Vec<u64>,
     members: Fenwick<i64>,
     total: u64,
@@ -265,6 +332,13 @@ impl Interleave {
         Interleave {
             stay: all.odds(),
             stay_by_operations: by.map(Classes::odds),
+            recency: ties.recency.filter(|r| r.iter().sum::<u64>() > 0).map(|r| {
+                let mut acc = 0;
+                r.map(|c| {
+                    acc += c;
+                    acc
+                })
+            }),
             members: Fenwick::new(weights.len()),
             // a stream with no weight still gets its turn
             weights: weights.into_iter().map(|w| w.max(1)).collect(),
@@ -286,12 +360,19 @@ impl Interleave {
     /// The next stream among the members; `previous` (a member: the stream of the request
     /// before, whether its next one is sequential, and that one's `OPERATIONS` entry)
     /// continues by the fitted odds.
-    fn pick(&mut self, previous: Option<(usize, bool, usize)>) -> usize {
+    ///
+    /// `switch`: the stream the last request came from (a member or not), the streams seen
+    /// at this instant (the latest last) and which have a request at it, for a switch's
+    /// return to one of them.
+    fn pick(&mut self, previous: Option<(usize, bool, usize)>, switch: Switch<'_>) -> usize {
         if let Some((p, sequential, op)) = previous {
             let class = if sequential { SEQUENTIAL } else { OTHER };
             if let Some(stay) = self.stay_by_operations[op][class].or(self.stay[class]) {
                 if self.rng.random::<f64>() < stay || self.total == self.weights[p] {
                     return p;
+                }
+                if let Some(k) = self.returning(switch) {
+                    return k;
                 }
                 // another member, by weight
                 let w = self.weights[p];
@@ -302,10 +383,34 @@ impl Interleave {
                 return self.members.find_kth(u + 1);
             }
         }
+        if let Some(k) = self.returning(switch) {
+            return k;
+        }
         let u = self.rng.random_range(0..self.total);
         self.members.find_kth(u + 1)
     }
+
+    /// A switch's return, by the fitted `recency`, to the k-th latest stream seen at this
+    /// instant other than the one left, if that one has a request here (None: by weight).
+    fn returning(&mut self, (left, recent, member): Switch<'_>) -> Option<usize> {
+        let sums = self.recency?;
+        let u = self.rng.random_range(0..sums[RECENCY]);
+        let rank = sums.partition_point(|&c| c <= u);
+        if rank == 0 {
+            return None;
+        }
+        let others = recent.iter().rev().filter(|&&s| Some(s) != left);
+        others
+            .take(RECENCY)
+            .nth(rank - 1)
+            .copied()
+            .filter(|&k| member[k])
+    }
 }
+
+/// What a switch may return to: the stream left (if any), the streams seen at the instant
+/// (the latest last) and which streams have a request at it.
+type Switch<'a> = (Option<usize>, &'a [usize], &'a [bool]);
 
 /// Merges streams' requests by time. Requests at one instant from several streams are
 /// interleaved by `Interleave`; otherwise the order is the times' (so traces without ties
@@ -318,6 +423,8 @@ pub struct Merger {
     members: usize,
     now: i64,
     previous: Option<usize>,
+    /// The streams given at the current instant, the latest last (`touch_recent`).
+    recent: Vec<usize>,
 }
 
 impl Merger {
@@ -331,6 +438,7 @@ impl Merger {
             members: 0,
             now: i64::MIN,
             previous: None,
+            recent: Vec::new(),
         }
     }
 
@@ -361,6 +469,7 @@ impl Merger {
                 return Some((t, k as usize));
             }
             self.now = t;
+            self.recent.clear();
             self.join(k as usize);
             while let Some(&Reverse((t2, k2))) = self.heap.peek() {
                 if t2 != t {
@@ -376,11 +485,17 @@ impl Merger {
             let (kind, op) = next(p);
             (p, is_continuation(kind), operation_index(op))
         });
-        let k = self.interleave.pick(previous);
+        let switch = (
+            self.previous,
+            self.recent.as_slice(),
+            self.member.as_slice(),
+        );
+        let k = self.interleave.pick(previous, switch);
         self.member[k] = false;
         self.members -= 1;
         self.interleave.leave(k);
         self.previous = Some(k);
+        touch_recent(&mut self.recent, k);
         Some((self.now, k))
     }
 }
@@ -424,12 +539,27 @@ mod tests {
         let (read, write) = (operation_index(OP_READ), operation_index(1));
         assert_eq!((by[read].pairs, by[read].same), ([2, 1], [1, 0]));
         assert_eq!(by[write], Classes::default());
+        // switches at t=0: A8 -> B0 (B not seen yet), B0 -> A16 (A the latest other: 1),
+        // A16 -> B100 (B the latest other: 1)
+        let recency = c.recency.unwrap();
+        assert_eq!(
+            (recency[0], recency[1], recency[2..].iter().sum::<u64>()),
+            (1, 2, 0)
+        );
         assert_eq!(TieCounts::from_json(Some(&c.to_json())).unwrap(), c);
         // a model from before the operations were counted: the odds of all
         let mut older = c.to_json();
         older.as_object_mut().unwrap().remove("operations");
+        older.as_object_mut().unwrap().remove("recency");
         let read = TieCounts::from_json(Some(&older)).unwrap();
-        assert_eq!((read.pairs, read.by_operations), (c.pairs, None));
+        assert_eq!(
+            (read.pairs, read.by_operations, read.recency),
+            (c.pairs, None, None)
+        );
+        let mut short = c.to_json();
+        short["recency"] = json!([1, 2]);
+        let e = TieCounts::from_json(Some(&short)).unwrap_err();
+        assert!(e.contains("'recency' must list 17 counts"), "{e}");
     }
 
     #[test]
@@ -500,6 +630,7 @@ mod tests {
                 pairs: [0, 1000],
                 same: [0, (stay * 1000.0) as u64],
                 by_operations: None,
+                recency: None,
             };
             let order = merged(ties, &times, 7);
             assert_eq!(order.len(), 10_000);
@@ -536,6 +667,7 @@ mod tests {
             pairs: [0, 1000],
             same: [0, 500],
             by_operations: Some(by),
+            recency: None,
         };
         let order = merged_ops(ties, &times, &[OP_READ, 1], 11);
         // while both streams have requests: up to the writer's last
@@ -548,5 +680,61 @@ mod tests {
         };
         assert!((after(0) - 0.9).abs() < 0.03, "{}", after(0));
         assert!((after(1) - 0.2).abs() < 0.03, "{}", after(1));
+    }
+
+    #[test]
+    fn recency_ranks_the_streams_left_latest_first() {
+        let mut recent = Vec::new();
+        for s in [1u32, 2, 3, 2, 4] {
+            touch_recent(&mut recent, s);
+        }
+        assert_eq!(recent, [1, 3, 2, 4]);
+        // leaving 4: 2 is the latest other, then 3, then 1; 9 was not seen
+        assert_eq!(
+            [2, 3, 1, 9].map(|s| recency_rank(&recent, 4, s)),
+            [1, 2, 3, 0]
+        );
+        for s in 10..40 {
+            touch_recent(&mut recent, s);
+        }
+        assert_eq!(recent.len(), RECENCY + 1);
+        assert_eq!(recent[0], 40 - RECENCY as u32 - 1);
+    }
+
+    #[test]
+    fn switches_return_to_streams_just_left() {
+        // four streams at one instant; a stream goes on 10% of the time, and a switch goes
+        // back to the one before the last 60% of the time (else by weight): A B A B ...
+        let times = vec![vec![0; 3000]; 4];
+        let mut recency = [0u64; RECENCY + 1];
+        (recency[0], recency[1]) = (400, 600);
+        let fitted = |recency| TieCounts {
+            pairs: [0, 1000],
+            same: [0, 100],
+            by_operations: None,
+            recency,
+        };
+        let back = |order: &[usize]| {
+            let switches: Vec<_> = order
+                .windows(3)
+                .filter(|w| w[0] != w[1] && w[1] != w[2])
+                .collect();
+            switches.iter().filter(|w| w[0] == w[2]).count() as f64 / switches.len() as f64
+        };
+        let returning = merged(fitted(Some(recency)), &times, 5);
+        let by_weight = merged(fitted(None), &times, 5);
+        // by weight a switch picks the one before the last a third of the time; with recency
+        // 60% + 40% / 3
+        assert!(
+            (back(&by_weight) - 1.0 / 3.0).abs() < 0.03,
+            "{}",
+            back(&by_weight)
+        );
+        let expected = 0.6 + 0.4 / 3.0;
+        assert!(
+            (back(&returning) - expected).abs() < 0.03,
+            "{}",
+            back(&returning)
+        );
     }
 }
