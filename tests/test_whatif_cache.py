@@ -102,6 +102,12 @@ def test_pgbench_report_lists_every_footprint() -> None:
     assert "reads / writes: original 92.1% / 56.1%" in text
     assert "re-reads 83.8% of its read blocks against the original's 92.1%" in text
     assert "underestimated" in text
+    # the twins' disk does about three times the original's work with half the footprint or
+    # more cached (busy-time speedups 15.5 and 24.6 against 44.0 and 68.3), though their
+    # response-time speedups are close: the SSD's latency is most of the response there
+    busy = d["busy_curves"]
+    assert busy["original"][-1] > 2 * busy["twin"][-1] > 2 * 10
+    assert "the cache saves the twin's disk less work than the original's" in text
 
 
 def test_reuse_caution_only_past_the_tolerance() -> None:
@@ -324,3 +330,18 @@ def test_plot_puts_the_busy_time_speedups_beside(tmp_path: Path) -> None:
     # two panels of 6.4 x 4 inches at 120 dpi: the PNG header's width and height
     width, height = struct.unpack(">II", png.read_bytes()[16:24])
     assert (width, height) == (2 * 768, 480)
+
+
+def test_busy_caution_by_hand() -> None:
+    from iotwin.whatif.cache import busy_caution
+
+    def doc(original: list[float], twin: list[float]) -> dict:
+        sizes = [0, 16 << 20, 32 << 20][: len(original)]
+        return {"sizes": sizes, "busy_curves": {"original": original, "twin": twin}}
+
+    assert busy_caution(doc([1.0, 0.96, 1.6], [1.0, 0.97, 1.6])) is None  # TPC-C
+    assert busy_caution(doc([1.0, 1.11, 2.3], [1.0, 1.03, 2.26])) is None  # Tencent, within 1.25x
+    less = busy_caution(doc([1.0, 9.49, 68.3], [1.0, 6.2, 22.5])) or ""
+    assert "less work" in less and "22.50 against 68.30 at 32 MiB" in less
+    assert "more work" in (busy_caution(doc([1.0, 1.2], [1.0, 2.0])) or "")
+    assert busy_caution({"sizes": [0], "busy_curves": {"twin": [1.0]}}) is None  # a model

@@ -490,12 +490,41 @@ def baseline_caution(r: dict[str, Any]) -> str | None:
     )
 
 
+# A twin whose cache saves this much more (or less) of the disk's work than the original's,
+# at some size: the busy-time speedups' ratio.
+BUSY_TOLERANCE = 1.25
+
+
+def busy_caution(r: dict[str, Any]) -> str | None:
+    """A warning when the cache saves the twin's disk far more (or less) work than the
+    original's at some size (busy-time speedups more than 1.25x apart), even where the
+    response-time speedups agree: pgbench's twins' disk, with the whole footprint cached,
+    works 1/22.5 of its bare time against the original's 1/68.3, their speedups 26.2 and
+    28.2 (the SSD's latency is most of the response there)."""
+    curves = r.get("busy_curves") or {}
+    original, twin = curves.get("original"), curves.get("twin")
+    if not original or not twin:
+        return None
+    pairs = [(o, t, size) for o, t, size in zip(original, twin, r["sizes"], strict=True) if o and t]
+    if not pairs:
+        return None
+    o, t, size = max(pairs, key=lambda p: max(p[1] / p[0], p[0] / p[1]))
+    if 1 / BUSY_TOLERANCE <= t / o <= BUSY_TOLERANCE:
+        return None
+    return (
+        f"the cache saves the twin's disk {'less' if t < o else 'more'} work than the "
+        f"original's (busy-time speedup {t:.2f} against {o:.2f} at {bytes_label(size)}): do "
+        f"not size the disk's load on the twin"
+    )
+
+
 def cautions(r: dict[str, Any]) -> list[str]:
     """Every warning a cache study's result calls for, in the order they are printed."""
     found = (
         footprint_caution(r),
         reuse_caution(r),
         reads_alone_caution(r),
+        busy_caution(r),
         baseline_caution(r),
     )
     return [c for c in found if c]
