@@ -345,3 +345,6 @@ def test_busy_caution_by_hand() -> None:
     assert "less work" in less and "22.50 against 68.30 at 32 MiB" in less
     assert "more work" in (busy_caution(doc([1.0, 1.2], [1.0, 2.0])) or "")
     assert busy_caution({"sizes": [0], "busy_curves": {"twin": [1.0]}}) is None  # a model
+    # a disk left idle under the cache: no ratio there, the other sizes still compared
+    idle = doc([1.0, 1.1, float("inf")], [1.0, 3.0, float("inf")])
+    assert "3.00 against 1.10 at 16 MiB" in (busy_caution(idle) or "")

@@ -6,6 +6,7 @@ should not (that is the point of modelling locality)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isfinite
 from statistics import fmean
 from typing import Any
 
@@ -505,7 +506,9 @@ def busy_caution(r: dict[str, Any]) -> str | None:
     original, twin = curves.get("original"), curves.get("twin")
     if not original or not twin:
         return None
-    pairs = [(o, t, size) for o, t, size in zip(original, twin, r["sizes"], strict=True) if o and t]
+    # (a disk idle under the cache has no finite ratio: nothing to compare there)
+    points = zip(original, twin, r["sizes"], strict=True)
+    pairs = [(o, t, size) for o, t, size in points if o and t and isfinite(o) and isfinite(t)]
     if not pairs:
         return None
     o, t, size = max(pairs, key=lambda p: max(p[1] / p[0], p[0] / p[1]))
