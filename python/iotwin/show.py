@@ -253,11 +253,11 @@ def _ties(model: Model) -> str | None:
             f"; before another read {odds(ops['read']['other'])}, "
             f"another write {odds(ops['write']['other'])}"
         )
-    recency = ties.get("recency")
-    if recency and sum(recency):  # where a switch goes: back to a stream just left
+    recency = ties.get("recency") or []
+    if switches := sum(recency):  # where a switch goes: back to a stream just left
         line += (
-            f"; a switch goes back to the stream before {recency[1] / sum(recency):.0%} of the "
-            f"time, to one of the {len(recency) - 1} before {1 - recency[0] / sum(recency):.0%}"
+            f"; a switch goes back to the stream before {recency[1] / switches:.0%} of the "
+            f"time, to one of the {len(recency) - 1} before {1 - recency[0] / switches:.0%}"
         )
     return line
 

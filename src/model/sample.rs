@@ -167,10 +167,10 @@ struct Bucket {
     width: f32,
 }
 
-/// `v` as an f32 when that holds it exactly.
+/// `v` as an f32 when that holds it exactly (then an f64 does too).
 fn exact_f32(v: u64) -> Option<f32> {
     let f = v as f32;
-    (f as u64 == v && v < 1 << 53).then_some(f)
+    (f as u64 == v).then_some(f)
 }
 
 impl Gap {

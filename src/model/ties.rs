@@ -42,21 +42,21 @@ pub fn operation_index(op: u8) -> usize {
 pub const RECENCY: usize = 16;
 
 /// Counts of consecutive, equally stamped requests whose first one's stream has another
-/// request at that instant, by the class of that next request: (pairs, pairs where the next
-/// request of the trace is that one: the same stream continues); `by_operations` the same
+/// request at that instant, by the class of that next request (`all`: `Classes`);
+/// `by_operations` the same
 /// apart by that next request's operation, and `recency`, over the switches at one instant
 /// (the next request from another stream), how often that stream was the k-th latest other
 /// stream seen at the instant (k = 1..=RECENCY), at 0 how often none of them (None: a model
 /// from before they were counted).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TieCounts {
-    pub pairs: [u64; 2],
-    pub same: [u64; 2],
+    pub all: Classes,
     pub by_operations: Option<[Classes; 2]>,
     pub recency: Option<[u64; RECENCY + 1]>,
 }
 
-/// (pairs, same) per class, for one operation of the next request.
+/// Per class of the next request (sequential or not): the pairs, and the pairs where the
+/// next request of the trace is that one (the same stream continues).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Classes {
     pub pairs: [u64; 2],
@@ -97,11 +97,7 @@ impl Classes {
 
 impl TieCounts {
     pub fn to_json(self) -> Value {
-        let all = Classes {
-            pairs: self.pairs,
-            same: self.same,
-        };
-        let mut v = all.to_json();
+        let mut v = self.all.to_json();
         if let Some(by) = self.by_operations {
             let ops = OPERATIONS
                 .iter()
@@ -149,8 +145,7 @@ impl TieCounts {
             }
         };
         Ok(TieCounts {
-            pairs: all.pairs,
-            same: all.same,
+            all,
             by_operations,
             recency,
         })
@@ -242,12 +237,11 @@ impl TieCounter {
             if let (Some(same), true) = (l.followed, l.ts == ts) {
                 let continues = offset == l.end && file == l.file;
                 let class = if continues { SEQUENTIAL } else { OTHER };
-                self.counts.pairs[class] += 1;
-                self.counts.same[class] += same as u64;
                 let by = self.counts.by_operations.get_or_insert_default();
-                let ops = &mut by[operation_index(op)];
-                ops.pairs[class] += 1;
-                ops.same[class] += same as u64;
+                for c in [&mut self.counts.all, &mut by[operation_index(op)]] {
+                    c.pairs[class] += 1;
+                    c.same[class] += same as u64;
+                }
             }
         }
         let latest = Latest {
@@ -274,13 +268,20 @@ impl TieCounter {
 /// Where `next` stands among the streams seen at this instant other than `left` (the one a
 /// switch leaves), the latest first: 1..=RECENCY, or 0 if not among them.
 fn recency_rank<T: PartialEq + Copy>(recent: &[T], left: T, next: T) -> usize {
+    returns(recent, Some(left))
+        .position(|s| s == next)
+        .map_or(0, |r| r + 1)
+}
+
+/// The streams a switch from `left` may return to, the latest first: those seen at this
+/// instant (`recent`, the latest last) but `left`, at most RECENCY.
+fn returns<T: PartialEq + Copy>(recent: &[T], left: Option<T>) -> impl Iterator<Item = T> + '_ {
     recent
         .iter()
         .rev()
-        .filter(|&&s| s != left)
+        .copied()
+        .filter(move |&s| Some(s) != left)
         .take(RECENCY)
-        .position(|&s| s == next)
-        .map_or(0, |r| r + 1)
 }
 
 /// Moves `stream` to the latest end of `recent`, which keeps RECENCY + 1 streams (the one a
@@ -324,13 +325,9 @@ struct Interleave {
 
 impl Interleave {
     fn new(ties: TieCounts, weights: Vec<u64>, seed: u64) -> Interleave {
-        let all = Classes {
-            pairs: ties.pairs,
-            same: ties.same,
-        };
         let by = ties.by_operations.unwrap_or_default();
         Interleave {
-            stay: all.odds(),
+            stay: ties.all.odds(),
             stay_by_operations: by.map(Classes::odds),
             recency: ties.recency.filter(|r| r.iter().sum::<u64>() > 0).map(|r| {
                 let mut acc = 0;
@@ -399,12 +396,7 @@ impl Interleave {
         if rank == 0 {
             return None;
         }
-        let others = recent.iter().rev().filter(|&&s| Some(s) != left);
-        others
-            .take(RECENCY)
-            .nth(rank - 1)
-            .copied()
-            .filter(|&k| member[k])
+        returns(recent, left).nth(rank - 1).filter(|&k| member[k])
     }
 }
 
@@ -531,8 +523,8 @@ mod tests {
         // A0->A8: same, A8 sequential; A8->B0: A goes on at 16 (sequential), switch;
         // B0->A16: B goes on at 100 (other), switch; A16->B100: A has no more at t=0;
         // B100->B0 is not stamped alike
-        assert_eq!(c.pairs, [2, 1]);
-        assert_eq!(c.same, [1, 0]);
+        assert_eq!(c.all.pairs, [2, 1]);
+        assert_eq!(c.all.same, [1, 0]);
         // by the next request's operation (writes at offsets 0, reads at 8, 16 and 100): A8,
         // A16 and B100 are reads
         let by = c.by_operations.unwrap();
@@ -553,8 +545,8 @@ mod tests {
         older.as_object_mut().unwrap().remove("recency");
         let read = TieCounts::from_json(Some(&older)).unwrap();
         assert_eq!(
-            (read.pairs, read.by_operations, read.recency),
-            (c.pairs, None, None)
+            (read.all.pairs, read.by_operations, read.recency),
+            (c.all.pairs, None, None)
         );
         let mut short = c.to_json();
         short["recency"] = json!([1, 2]);
@@ -585,7 +577,7 @@ mod tests {
             });
         }
         assert_eq!(c.counts(), whole);
-        assert!(whole.pairs.iter().sum::<u64>() > 0);
+        assert!(whole.all.pairs.iter().sum::<u64>() > 0);
     }
 
     fn merged(ties: TieCounts, times: &[Vec<i64>], seed: u64) -> Vec<usize> {
@@ -627,8 +619,10 @@ mod tests {
         let times = vec![vec![0; 5000], vec![0; 5000]];
         for stay in [0.1, 0.4, 0.9] {
             let ties = TieCounts {
-                pairs: [0, 1000],
-                same: [0, (stay * 1000.0) as u64],
+                all: Classes {
+                    pairs: [0, 1000],
+                    same: [0, (stay * 1000.0) as u64],
+                },
                 by_operations: None,
                 recency: None,
             };
@@ -664,8 +658,10 @@ mod tests {
             same: [0, 200],
         };
         let ties = TieCounts {
-            pairs: [0, 1000],
-            same: [0, 500],
+            all: Classes {
+                pairs: [0, 1000],
+                same: [0, 500],
+            },
             by_operations: Some(by),
             recency: None,
         };
@@ -709,8 +705,10 @@ mod tests {
         let mut recency = [0u64; RECENCY + 1];
         (recency[0], recency[1]) = (400, 600);
         let fitted = |recency| TieCounts {
-            pairs: [0, 1000],
-            same: [0, 100],
+            all: Classes {
+                pairs: [0, 1000],
+                same: [0, 100],
+            },
             by_operations: None,
             recency,
         };
