@@ -332,6 +332,16 @@ def test_plot_puts_the_busy_time_speedups_beside(tmp_path: Path) -> None:
     assert (width, height) == (2 * 768, 480)
 
 
+def test_busy_line_shows_every_cached_size() -> None:
+    from iotwin.whatif.cache import busy_line
+
+    # a study asked for 13M and 104M only has no bare disk among its sizes: both show
+    doc = {"sizes": [13 << 20, 104 << 20], "busy_curves": {"original": [1.5, 2.0]}}
+    assert busy_line(doc).endswith("original 1.50 2.00")
+    doc = {"sizes": [0, 13 << 20], "busy_curves": {"original": [1.0, 1.5]}}
+    assert busy_line(doc).endswith("original 1.50")
+
+
 def test_busy_caution_by_hand() -> None:
     from iotwin.whatif.cache import busy_caution
 

@@ -430,9 +430,13 @@ def busy_line(r: dict[str, Any]) -> str:
     """The device busy-time speedup per cache size: the disk work the cache saves, which
     queueing does not enter (the response-time speedup's other half)."""
     curves = r.get("busy_curves") or {}
+
+    def cached(values: list[float]) -> str:  # the sizes with a cache (1 without)
+        kept = zip(r["sizes"], values, strict=True)
+        return " ".join(f"{v:.2f}" for size, v in kept if size and v is not None)
+
     return "device busy-time speedup (the disk work saved): " + "; ".join(
-        f"{name} " + " ".join(f"{v:.2f}" for v in values[1:] if v is not None)
-        for name, values in curves.items()
+        f"{name} {cached(values)}" for name, values in curves.items()
     )
 
 
