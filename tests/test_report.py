@@ -292,6 +292,8 @@ LEVELS = {
         ("whatif-cache", lambda d: d.pop("sizes"), "field 'sizes': missing"),
         ("whatif-cache", lambda d: d.update(busy_curves={"twin": [1.0, 2.0]}), "field 'busy_curves.twin': 2 values, expected 4"),
         ("whatif-cache", lambda d: d.update(busy_curves=[1.0]), "field 'busy_curves': expected an object"),
+        ("whatif-cache", lambda d: d.update(reads_alone_ms={"twin": "5 ms"}), "field 'reads_alone_ms.twin': expected a number or null"),
+        ("whatif-cache", lambda d: d.update(reads_alone_service_ms=[2.0]), "field 'reads_alone_service_ms': expected an object"),
         ("whatif-cache", lambda d: d["ranges"]["twin"]["low"].pop(), "field 'ranges.twin.low': 3 values, expected 4"),
         ("whatif-cache", lambda d: d["ranges"]["twin"].pop("high"), "field 'ranges.twin.high': missing"),
         ("whatif-intensity", lambda d: d["points"][1].pop("p95_ms"), "field 'points[1].p95_ms': missing"),

@@ -34,6 +34,12 @@ def expect_length(values: list, path: str, field: str, length: int | None) -> No
         raise IotwinError(f"{path}: field '{field}': {len(values)} values, expected {length}")
 
 
+def number_or_null(value: Any, path: str, field: str) -> None:
+    """Check one figure: a number, or null where a workload has none (no reads)."""
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+        raise IotwinError(f"{path}: field '{field}': expected a number or null")
+
+
 def half_widths(values: Any, path: str, field: str, length: int | None = None) -> None:
     """Check 95% half-widths: numbers, or null where a figure has none (a single twin)."""
     present = [v for v in values if v is not None] if isinstance(values, list) else None

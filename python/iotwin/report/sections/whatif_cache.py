@@ -14,7 +14,7 @@ from ...errors import IotwinError
 from ..figures import COLORS, bytes_label, figure, to_svg
 from ..inputs import Bundle, Input
 from .base import figure_block, note, table
-from .whatif import WhatIfSection, half_widths, need, numbers
+from .whatif import WhatIfSection, half_widths, need, number_or_null, numbers
 
 CURVES = ("original", "twin", "uniform")
 
@@ -86,6 +86,11 @@ class WhatIfCache(WhatIfSection):
             raise IotwinError(f"{path}: field 'curves': no curve (expected {', '.join(CURVES)})")
         for name, values in doc["curves"].items():
             numbers(values, path, f"curves.{name}", len(sizes))
+        for key in ("reads_alone_ms", "reads_alone_service_ms"):  # per curve, ms or null
+            if key in doc:
+                need(doc[key], path, key, ())
+                for name, ms in doc[key].items():
+                    number_or_null(ms, path, f"{key}.{name}")
         if "busy_curves" in doc:  # the device busy-time speedups, per curve and size
             need(doc["busy_curves"], path, "busy_curves", ())
             for name, values in doc["busy_curves"].items():
