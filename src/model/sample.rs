@@ -217,24 +217,80 @@ impl Gap {
         })
     }
 
-    fn sample(&self, rng: &mut Pcg64Mcg) -> f64 {
+    /// A draw of the gap: its random numbers taken now, in the generator's order, and an
+    /// empirical one's table lookups left for later (`Empirical::resolve`), so a walk can
+    /// look many up at once instead of waiting on each one's two loads in turn.
+    fn draw<'a>(&'a self, rng: &mut Pcg64Mcg) -> Drawn<'a> {
         match self {
             Gap::Empirical(e) => {
                 let pick = rng.random_range(0..e.total.max(1));
-                // the first bucket whose running sum exceeds the pick (none when empty)
-                let slice = (pick >> e.shift) as usize;
-                let mut i = e.guide.get(slice).map_or(e.buckets.len(), |&g| g as usize);
-                while e.buckets.get(i).is_some_and(|b| b.cum as u64 <= pick) {
-                    i += 1;
+                if e.total == 0 {
+                    return Drawn::Ready(0.0);
                 }
-                let v = match e.buckets.get(i) {
-                    Some(b) => b.lo as f64 + rng.random::<f64>() * b.width as f64,
-                    None => 0.0,
-                };
-                v.max(0.0)
+                // the bucket holding the pick exists (the last running sum is the total)
+                Drawn::Later(e, pick, rng.random::<f64>())
             }
-            Gap::Parametric(iat) => iat.sample(rng),
+            Gap::Parametric(iat) => Drawn::Ready(iat.sample(rng)),
         }
+    }
+}
+
+/// A gap drawn (`Gap::draw`): its value, or an empirical draw's pick and fraction with the
+/// histogram to look them up in.
+#[derive(Clone, Copy)]
+enum Drawn<'a> {
+    Ready(f64),
+    Later(&'a Empirical, u64, f64),
+}
+
+#[cfg(test)]
+impl Drawn<'_> {
+    /// The gap, looked up now (the tests' reference for the walk's deferred lookups).
+    fn value(self) -> f64 {
+        match self {
+            Drawn::Ready(g) => g,
+            Drawn::Later(e, pick, u) => e.resolve(pick, u),
+        }
+    }
+}
+
+impl Empirical {
+    /// The slice of the guide a pick starts from.
+    fn guide_entry(&self, pick: u64) -> &u16 {
+        &self.guide[(pick >> self.shift) as usize]
+    }
+
+    /// The gap of a pick below `total` and a fraction in [0, 1): within the first bucket
+    /// whose running sum exceeds the pick.
+    fn resolve(&self, pick: u64, u: f64) -> f64 {
+        let mut i = *self.guide_entry(pick) as usize;
+        while self.buckets[i].cum as u64 <= pick {
+            i += 1;
+        }
+        let b = &self.buckets[i];
+        (b.lo as f64 + u * b.width as f64).max(0.0)
+    }
+}
+
+/// Steps ahead a walk's pending gap draws ask the memory for their guide entries, and half
+/// as many for their buckets (the guide entry found by then).
+const GAP_PREFETCH: usize = 16;
+/// Pending gap draws a walk looks up at once (their records stay in the first cache).
+const GAP_BATCH: usize = 1024;
+
+/// Fills in `gaps` the draws left pending (`Drawn::Later`, at their step's index): each
+/// one's guide entry and bucket are asked for ahead of its turn, so the loads overlap.
+fn resolve_gaps(pending: &[(usize, &Empirical, u64, f64)], gaps: &mut [f64]) {
+    let half = GAP_PREFETCH / 2;
+    for (k, &(at, e, pick, u)) in pending.iter().enumerate() {
+        if let Some(&(_, f, p, _)) = pending.get(k + GAP_PREFETCH) {
+            crate::prefetch::prefetch(f.guide_entry(p));
+        }
+        if let Some(&(_, f, p, _)) = pending.get(k + half) {
+            let i = *f.guide_entry(p) as usize;
+            crate::prefetch::prefetch(&f.buckets[i]);
+        }
+        gaps[at] = e.resolve(pick, u);
     }
 }
 
@@ -752,12 +808,14 @@ impl Sampler {
             i,
             ops,
         } = st;
+        // empirical gaps looked up a batch at a time, their loads overlapped (`resolve_gaps`)
+        let mut pending = Vec::with_capacity((n as usize).min(GAP_BATCH));
         for _ in 0..n {
             if budget.left == 0 {
                 *budget = s.initial.clone(); // a full pass is done: start the next one
             }
             let (cat, target, gap) = match (*i, *cur, s.first) {
-                (0, _, Some((leaf, c))) => (c, leaf, 0.0),
+                (0, _, Some((leaf, c))) => (c, leaf, Drawn::Ready(0.0)),
                 (_, Some((leaf, _)), _) => {
                     let want = ops.as_mut().and_then(|o| o.want(*i));
                     self.step(s, budget, leaf, want, rng)
@@ -788,21 +846,32 @@ impl Sampler {
                 target,
                 placed,
             });
-            gaps.push(gap);
+            match gap {
+                Drawn::Ready(g) => gaps.push(g),
+                Drawn::Later(e, pick, u) => {
+                    pending.push((gaps.len(), e, pick, u));
+                    gaps.push(0.0);
+                    if pending.len() == GAP_BATCH {
+                        resolve_gaps(&pending, gaps);
+                        pending.clear();
+                    }
+                }
+            }
             *i += 1;
         }
+        resolve_gaps(&pending, gaps);
     }
 
     /// One transition from `leaf`: (category, target leaf, gap), its category steered toward
     /// a share `want` of reads where the window has a target (`opmix`).
-    fn step(
+    fn step<'a>(
         &self,
-        s: &StreamModel,
+        s: &'a StreamModel,
         b: &mut Budgets,
         leaf: u64,
         want: Option<f64>,
         rng: &mut Pcg64Mcg,
-    ) -> (Category, u64, f64) {
+    ) -> (Category, u64, Drawn<'a>) {
         let picked = if self.flat {
             self.flat_move(s, b, leaf, rng)
         } else {
@@ -818,15 +887,15 @@ impl Sampler {
     /// Steering redraws the category only. Redrawing the transition with it steers a walk
     /// whose transitions hold one operation each too, but MSR's twin then crowded its reads,
     /// spread over its leaves, into its busy window: simulated mean +35% (docs/model.md).
-    fn consume(
+    fn consume<'a>(
         &self,
-        s: &StreamModel,
+        s: &'a StreamModel,
         b: &mut Budgets,
         t: usize,
         q: u64,
         want: Option<f64>,
         rng: &mut Pcg64Mcg,
-    ) -> (Category, u64, f64) {
+    ) -> (Category, u64, Drawn<'a>) {
         // the transition's categories hold exactly its remaining count: draw below it
         let (counts, left) = (&b.categories[t], b.remaining[t]);
         let c = match want {
@@ -840,15 +909,15 @@ impl Sampler {
     }
 
     /// Uses one count of category `c` of transition `t` landing in leaf `q`.
-    fn use_category(
+    fn use_category<'a>(
         &self,
-        s: &StreamModel,
+        s: &'a StreamModel,
         b: &mut Budgets,
         t: usize,
         c: usize,
         q: u64,
         rng: &mut Pcg64Mcg,
-    ) -> (Category, u64, f64) {
+    ) -> (Category, u64, Drawn<'a>) {
         b.categories[t][c] -= 1;
         b.remaining[t] -= 1;
         b.left -= 1;
@@ -858,7 +927,7 @@ impl Sampler {
             *stay = stay.saturating_sub(1);
         }
         let (cat, iat) = &s.cats[t][c];
-        (*cat, q, iat.sample(rng))
+        (*cat, q, iat.draw(rng))
     }
 
     /// Top-down: at each level move to a sibling or stay and look deeper.
@@ -922,12 +991,12 @@ impl Sampler {
 
     /// Where the walk has no transition left from its leaf: take any remaining transition,
     /// as if the walk stood at its source.
-    fn teleport(
+    fn teleport<'a>(
         &self,
-        s: &StreamModel,
+        s: &'a StreamModel,
         b: &mut Budgets,
         rng: &mut Pcg64Mcg,
-    ) -> (Category, u64, f64) {
+    ) -> (Category, u64, Drawn<'a>) {
         let left = b.left;
         if left == 0 {
             let leaf = s.leaves.pick(rng).unwrap_or(0);
@@ -936,7 +1005,7 @@ impl Sampler {
                 size: 4096,
                 kind: 0,
             });
-            return (cat, leaf, 0.0);
+            return (cat, leaf, Drawn::Ready(0.0));
         }
         // A teleport leaves the walk's leaf, and a sequential request can only start where
         // the previous one ended, not in the transition's target leaf: drawn here it landed
@@ -2250,7 +2319,10 @@ mod tests {
                 Pcg64Mcg::seed_from_u64(n as u64),
             );
             for _ in 0..2000 {
-                assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
+                assert_eq!(
+                    gap.draw(&mut a).value().to_bits(),
+                    iat.sample(&mut b).to_bits()
+                );
             }
         }
         // the fit's buckets lay out in f32 at any scale (a day's gaps, in ns); one f32 cannot
@@ -2270,9 +2342,39 @@ mod tests {
             assert_eq!(matches!(gap, Gap::Empirical(_)), laid);
             let (mut a, mut b) = (Pcg64Mcg::seed_from_u64(9), Pcg64Mcg::seed_from_u64(9));
             for _ in 0..2000 {
-                assert_eq!(gap.sample(&mut a).to_bits(), iat.sample(&mut b).to_bits());
+                assert_eq!(
+                    gap.draw(&mut a).value().to_bits(),
+                    iat.sample(&mut b).to_bits()
+                );
             }
         }
+    }
+
+    #[test]
+    fn gaps_looked_up_together_are_the_gaps_looked_up_one_by_one() {
+        // more pending draws than the prefetch distance, over histograms of several shapes
+        let gaps: Vec<Gap> = [3u64, 17, 300]
+            .iter()
+            .map(|&n| {
+                let buckets = (0..n).map(|i| (i * 64, i * 64 + 64, 1 + i % 7)).collect();
+                Gap::new(Iat::Empirical { buckets })
+            })
+            .collect();
+        let mut rng = Pcg64Mcg::seed_from_u64(11);
+        let drawn: Vec<Drawn> = (0..200).map(|k| gaps[k % 3].draw(&mut rng)).collect();
+        let pending: Vec<_> = drawn
+            .iter()
+            .enumerate()
+            .map(|(k, d)| match *d {
+                Drawn::Later(e, pick, u) => (k, e, pick, u),
+                Drawn::Ready(_) => panic!("an empirical gap drew its value"),
+            })
+            .collect();
+        let mut together = vec![f64::NAN; drawn.len()];
+        resolve_gaps(&pending, &mut together);
+        let one_by_one: Vec<f64> = drawn.iter().map(|d| d.value()).collect();
+        assert_eq!(together, one_by_one);
+        assert!(together.iter().all(|g| (0.0..300.0 * 64.0).contains(g)));
     }
 
     #[test]
