@@ -14,6 +14,7 @@ pub mod opmix;
 pub mod partition;
 pub mod pipeline;
 pub mod sample;
+pub mod segment;
 pub mod stats;
 pub mod ties;
 pub mod tree;

@@ -14,6 +14,7 @@ use super::finalize::kind_code;
 use super::history::{History, BLOCK};
 use super::nodemap::NodeMap;
 use super::opmix::{self, OpPlan};
+use super::segment::{self, Dealer, SegmentPlan, SEGMENT_REQUESTS};
 use super::stats::{
     is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
     KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
@@ -27,6 +28,8 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// How many blocks of the stack a re-reference may look past its drawn distance for its leaf.
 const REREF_SEARCH: u64 = 1024;
@@ -48,6 +51,8 @@ type StreamPart = (Vec<i64>, Vec<Step>, u32);
 const PARALLEL_WALK_MIN: u64 = 100_000;
 /// Salt of the placement generators (apart from the walks', so both modes draw alike).
 const PLACE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
+/// Mixed into a stream's seed for the dealing of its budgets to its segments.
+const DEAL_SALT: u64 = 0x9FB2_1C65_1E98_DF25;
 
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
@@ -359,6 +364,60 @@ struct Budgets {
     node_entry: NodeMap<Vec<u64>>,
 }
 
+impl Budgets {
+    /// The budgets of a segment's dealt category counts (`Dealer`): its transitions' and
+    /// rows' counts follow from them; nodes' entry counts are the stream's own, whole.
+    fn from_counts(s: &StreamModel, categories: Vec<Vec<u64>>) -> Budgets {
+        let remaining: Vec<u64> = categories.iter().map(|c| c.iter().sum()).collect();
+        let mut all = Fenwick::new(remaining.len().max(1));
+        let mut stay = vec![0u64; s.initial.stay.len()];
+        for (t, &n) in remaining.iter().enumerate() {
+            all.add(t, n as i64);
+            for &r in &s.rows.stays_of[t] {
+                stay[r as usize] += n;
+            }
+        }
+        Budgets {
+            stay,
+            left: remaining.iter().sum(),
+            remaining,
+            all,
+            categories,
+            node_entry: s.initial.node_entry.clone(),
+        }
+    }
+}
+
+/// A long stream's segments (`segment.rs`) and the dealing of its budgets to them, in order.
+struct Segments {
+    plans: Vec<SegmentPlan>,
+    next: usize,
+    /// Segments walked at once (one a core).
+    cores: usize,
+    dealer: Dealer,
+    rng: Pcg64Mcg,
+}
+
+impl Segments {
+    /// The next segment (its index, plan and budgets); None when all are dealt.
+    fn deal(&mut self, s: &StreamModel) -> Option<(usize, SegmentPlan, Budgets)> {
+        let j = self.next;
+        let plan = self.plans.get(j)?.clone();
+        self.next += 1;
+        // the stream's first request is the model's own, outside the counts
+        let (mut by_op, mut count) = (plan.by_op, plan.count);
+        if let (0, Some((_, first))) = (plan.start, s.first) {
+            count = count.saturating_sub(1);
+            if let Some(classes) = by_op.as_mut() {
+                let class = &mut classes[(first.op != OP_READ) as usize];
+                *class = class.saturating_sub(1);
+            }
+        }
+        let counts = self.dealer.deal(by_op, count, &mut self.rng);
+        Some((j, plan, Budgets::from_counts(s, counts)))
+    }
+}
+
 #[derive(Debug, Clone)]
 struct StreamModel {
     id: u32,
@@ -454,6 +513,8 @@ pub struct Sampler {
     follow: usize,
     /// How the fitted trace interleaved streams at one instant (`ties.rs`).
     ties: TieCounts,
+    /// Requests a long stream's segments hold at least (`segment.rs`; smaller in tests).
+    segment_requests: u64,
     /// A file-level model's files: new data and runs stay inside them (`data.rs`).
     data: DataMap,
 }
@@ -494,6 +555,7 @@ impl Sampler {
             global_reuse: model.get("reuse_scope").and_then(Value::as_str) == Some("global"),
             follow: follow_of(model)?,
             ties: TieCounts::from_json(model.get("ties"))?,
+            segment_requests: SEGMENT_REQUESTS,
             data: DataMap::from_json(model.get("files"))?,
         })
     }
@@ -530,6 +592,10 @@ impl Sampler {
     ) -> Vec<StreamPart> {
         let one = |k: usize| {
             let (s, n) = (&self.streams[k], lengths[k]);
+            if let Some(segments) = self.segments(s, &quotas[k], p.seed) {
+                let (times, steps) = self.walk_segmented(s, segments, &quotas[k], p, n);
+                return (times, steps, s.id);
+            }
             let mut st = self.walk_state(s, n, p.seed);
             st.ops = op_plan(&quotas[k]);
             let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
@@ -581,9 +647,10 @@ impl Sampler {
             lengths.push(n);
             let mut st = self.walk_state(s, n, p.seed);
             st.ops = op_plan(&quotas);
+            let segments = self.segments(s, &quotas, p.seed);
             cursors.push(Cursor {
                 st,
-                quotas,
+                quotas: quotas.into(),
                 window: 0,
                 placed: 0,
                 times: Vec::new(),
@@ -592,6 +659,8 @@ impl Sampler {
                 pos: 0,
                 ahead: None,
                 spare: (Vec::new(), Vec::new()),
+                segments,
+                walking: VecDeque::new(),
             });
         }
         let placer = Placer::new(&self, &lengths, p.seed);
@@ -599,7 +668,7 @@ impl Sampler {
         let merger = Merger::new(self.ties, lengths, p.seed);
         let mut synth = Synth {
             placer,
-            sampler: self,
+            sampler: Arc::new(self),
             params: p,
             cursors,
             merger,
@@ -625,6 +694,101 @@ impl Sampler {
             i: 0,
             ops: None,
         }
+    }
+
+    /// A long stream's segments (`segment.rs`), where its walk can be cut: it keeps no
+    /// history of its own (a history spans the stream's whole walk) and its windows hold at
+    /// least two segments' requests. None: it walks whole.
+    fn segments(&self, s: &StreamModel, quotas: &[Quota], seed: u64) -> Option<Segments> {
+        let own_history = !self.global_reuse && s.reuse_total > 0;
+        let windows: Vec<_> = quotas.iter().map(|q| (q.count, q.reads)).collect();
+        let plans = segment::plan(&windows, self.segment_requests);
+        if own_history || plans.len() < 2 {
+            return None;
+        }
+        let classes = s
+            .cats
+            .iter()
+            .map(|cats| cats.iter().map(|(c, _)| (c.op != OP_READ) as u8).collect())
+            .collect();
+        Some(Segments {
+            plans,
+            next: 0,
+            cores: std::thread::available_parallelism().map_or(1, |c| c.get()),
+            dealer: Dealer::new(s.initial.categories.clone(), classes),
+            rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ DEAL_SALT),
+        })
+    }
+
+    /// A segmented stream's whole walk: its segments walk on threads, as many at once as
+    /// there are cores, and join in order (as `Cursor::next_segment` walks them ahead).
+    fn walk_segmented(
+        &self,
+        s: &StreamModel,
+        mut segments: Segments,
+        quotas: &[Quota],
+        p: &SynthParams,
+        n: u64,
+    ) -> (Vec<i64>, Vec<Step>) {
+        let (mut times, mut steps) = (Vec::new(), Vec::new());
+        times.reserve_exact(n as usize);
+        steps.reserve_exact(n as usize);
+        std::thread::scope(|scope| {
+            let mut walking = VecDeque::new();
+            loop {
+                while walking.len() < segments.cores {
+                    let Some((j, plan, budget)) = segments.deal(s) else {
+                        break;
+                    };
+                    walking.push_back(
+                        scope.spawn(move || self.walk_segment(s, j, &plan, budget, quotas, p)),
+                    );
+                }
+                let Some(walking) = walking.pop_front() else {
+                    break;
+                };
+                let (t, st) = walking.join().expect("segment walk panicked");
+                times.extend(t);
+                steps.extend(st);
+            }
+        });
+        (times, steps)
+    }
+
+    /// One segment's walk over its windows, from its own generator and budgets: its
+    /// requests' times and steps.
+    fn walk_segment(
+        &self,
+        s: &StreamModel,
+        j: usize,
+        plan: &SegmentPlan,
+        budget: Budgets,
+        quotas: &[Quota],
+        p: &SynthParams,
+    ) -> (Vec<i64>, Vec<Step>) {
+        let mut st = WalkState {
+            rng: Pcg64Mcg::seed_from_u64(stream_seed(p.seed, s.id) ^ segment_salt(j)),
+            budget,
+            cur: None,
+            reref: None,
+            recent: RecentEnds::default(),
+            i: plan.start,
+            ops: op_plan(quotas),
+        };
+        let n = plan.count as usize;
+        let (mut times, mut steps) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut gaps = Vec::new();
+        for q in &quotas[plan.windows.clone()] {
+            if q.count == 0 {
+                continue;
+            }
+            // the stream's very first request opens its window
+            let first = plan.start == 0 && steps.is_empty();
+            gaps.clear();
+            self.walk(s, &mut st, q.count, p.uniform, &mut steps, &mut gaps);
+            place_window(q.start, q.len, &gaps, first, p.intensity, &mut times);
+        }
+        (times, steps)
     }
 
     /// Refuses, with a message meant for the user, a synthesis whose re-reference histories
@@ -1470,6 +1634,12 @@ fn stream_seed(seed: u64, id: u32) -> u64 {
     seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// What tells a stream's segment j's generator from its other segments' (none for the
+/// first: a stream's first segment starts as its whole walk would).
+fn segment_salt(j: usize) -> u64 {
+    (j as u64).wrapping_mul(0xA24B_AED4_963E_E407)
+}
+
 /// The second pass: offsets placed request by request in the merged time order, so one
 /// re-reference history spans every stream (a shared cache sees them all). Requests of
 /// per-stream models come placed by their walk (as before the shared history) and pass.
@@ -1534,7 +1704,7 @@ type Output = (u8, u64, u32);
 /// One stream of a streaming synthesis: its windows and the current window's requests.
 struct Cursor {
     st: WalkState,
-    quotas: Vec<Quota>,
+    quotas: Arc<[Quota]>,
     window: usize,
     placed: usize,
     times: Vec<i64>,
@@ -1546,11 +1716,15 @@ struct Cursor {
     ahead: Option<(Vec<i64>, Vec<Step>)>,
     /// The buffers of the window before, for the next window walked.
     spare: (Vec<i64>, Vec<Step>),
+    /// A long stream's segments (it then walks a segment at a time, not a window), and the
+    /// ones walking ahead, in order, each on a thread of its own.
+    segments: Option<Segments>,
+    walking: VecDeque<std::thread::JoinHandle<(Vec<i64>, Vec<Step>)>>,
 }
 
 impl Cursor {
-    /// Walks the stream's next window (skipping empty ones) onto `ahead`; false when none is
-    /// left.
+    /// Walks the stream's next window (skipping empty ones) onto `ahead`, or its next
+    /// segment where it walks in segments; false when none is left.
     fn walk_next(&mut self, sampler: &Sampler, s: &StreamModel, p: &SynthParams) -> bool {
         while self.window < self.quotas.len() {
             if self.walk_window(sampler, s, p) {
@@ -1560,8 +1734,40 @@ impl Cursor {
         false
     }
 
+    /// A segmented stream's next segment onto `ahead` (false when none is left), with as
+    /// many segments after it walking ahead on threads as there are cores: the streaming
+    /// synthesis places and writes one segment while the next ones walk.
+    fn next_segment(&mut self, sampler: &Arc<Sampler>, k: usize, p: &SynthParams) -> bool {
+        let Some(segments) = self.segments.as_mut() else {
+            return false;
+        };
+        loop {
+            while self.walking.len() < segments.cores {
+                let Some((j, plan, budget)) = segments.deal(&sampler.streams[k]) else {
+                    break;
+                };
+                let (sampler, quotas, p) = (Arc::clone(sampler), Arc::clone(&self.quotas), *p);
+                self.walking.push_back(std::thread::spawn(move || {
+                    let s = &sampler.streams[k];
+                    sampler.walk_segment(s, j, &plan, budget, &quotas, &p)
+                }));
+            }
+            let Some(walking) = self.walking.pop_front() else {
+                return false;
+            };
+            let next = walking.join().expect("segment walk panicked");
+            if !next.1.is_empty() {
+                self.ahead = Some(next);
+                return true;
+            }
+        }
+    }
+
     /// Walks the stream's windows below `until` onto `ahead`.
     fn walk_until(&mut self, sampler: &Sampler, s: &StreamModel, p: &SynthParams, until: usize) {
+        if self.segments.is_some() {
+            return; // it walks its segments on all cores when it reaches them
+        }
         while self.window < until.min(self.quotas.len()) {
             self.walk_window(sampler, s, p);
         }
@@ -1596,6 +1802,9 @@ impl Cursor {
 
     /// Requests of its next non-empty window, which the stream has not walked yet.
     fn next_window_size(&self) -> u64 {
+        if self.segments.is_some() {
+            return 0; // not walked with the others
+        }
         self.quotas[self.window.min(self.quotas.len())..]
             .iter()
             .map(|q| q.count)
@@ -1622,7 +1831,8 @@ pub struct Synthesized {
 
 /// Requests of a model in time order, generated window by window (see `Sampler::stream`).
 pub struct Synth {
-    sampler: Sampler,
+    /// Shared with the threads that walk a long stream's segments ahead.
+    sampler: Arc<Sampler>,
     placer: Placer,
     params: SynthParams,
     cursors: Vec<Cursor>,
@@ -1676,6 +1886,9 @@ impl Synth {
             ..
         } = self;
         let (window, cores) = (cursors[k].window, *cores);
+        if cursors[k].segments.is_some() {
+            return cursors[k].next_segment(sampler, k, params);
+        }
         if window < *epoch || cores < 2 || cursors.len() < 2 {
             return cursors[k].walk_next(sampler, &sampler.streams[k], params);
         }
@@ -2458,6 +2671,75 @@ mod tests {
             }
             assert_eq!(c, whole);
         }
+    }
+
+    /// A stream of reads and writes of three sizes over two leaves, 2,000 requests in 20
+    /// windows.
+    fn mixed_sizes() -> Value {
+        let n = 2000u64;
+        let ts: Vec<i64> = (0..n as i64).map(|i| i * 1000).collect();
+        let op: Vec<u8> = (0..n).map(|i| (i % 7 < 3) as u8).collect();
+        let off: Vec<u64> = (0..n)
+            .map(|i| {
+                if i % 10 < 7 {
+                    (i % 10) * 64
+                } else {
+                    9000 + (i % 10) * 32
+                }
+            })
+            .collect();
+        let sz: Vec<u32> = (0..n).map(|i| 8 << (i % 3)).collect();
+        let cfg = FitConfig {
+            tree: Tree::new(2, 4, 16_000),
+            flat: false,
+            window_ns: 100_000,
+            reref: false,
+        };
+        let mut f = Fitter::new(cfg);
+        f.update(Batch::new(&ts, &vec![0; n as usize], &op, &off, &sz));
+        finalize(&f, "auto", *ts.last().unwrap())
+    }
+
+    #[test]
+    fn long_streams_walk_in_segments_as_they_stream() {
+        let one_pass = params(2000);
+        let for_a_while = SynthParams {
+            requests: None,
+            duration_ns: Some(9_000_000),
+            intensity: 2.0,
+            ..params(0)
+        };
+        let mut s = Sampler::from_json(&mixed_sizes()).unwrap();
+        let whole = s.generate(&one_pass);
+        // segments of 3 windows (300 requests) or more
+        s.segment_requests = 250;
+        let quotas = s.window_quotas(&s.streams[0], &one_pass, 2000);
+        assert_eq!(
+            s.segments(&s.streams[0], &quotas, 7).unwrap().plans.len(),
+            7
+        );
+        for p in [one_pass, for_a_while] {
+            let c = s.generate(&p);
+            assert_eq!(c, s.generate(&p)); // the same seed, the same requests
+            let mut streamed = Columns::default();
+            for r in s.clone().stream(p) {
+                streamed.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+            }
+            assert_eq!(streamed, c);
+            assert!(c.ts_ns.is_sorted());
+        }
+        // one pass in segments uses the fitted counts exactly, as the whole walk does: the
+        // same operations and sizes, in another order
+        let c = s.generate(&one_pass);
+        let mix = |c: &Columns| {
+            let mut m: Vec<(u8, u32)> = c.op.iter().copied().zip(c.size.iter().copied()).collect();
+            m.sort_unstable();
+            m
+        };
+        assert_ne!(c.offset, whole.offset);
+        assert_eq!(mix(&c), mix(&whole));
+        let reads = |c: &Columns| c.op.iter().filter(|&&o| o == 0).count();
+        assert_eq!(reads(&c), 1142); // the trace's: 4 in 7
     }
 
     /// Stream 0 writes blocks scattered over half a GiB; stream 1 reads each of them 50 requests
