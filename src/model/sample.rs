@@ -2740,6 +2740,12 @@ mod tests {
         assert_eq!(mix(&c), mix(&whole));
         let reads = |c: &Columns| c.op.iter().filter(|&&o| o == 0).count();
         assert_eq!(reads(&c), 1142); // the trace's: 4 in 7
+                                     // pinned, as tests/test_synth_pinned.py pins whole walks: speed work must not change
+                                     // the draws (a change that alters them on purpose updates this)
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (&c.ts_ns, &c.op, &c.offset, &c.size).hash(&mut h);
+        assert_eq!(h.finish(), 0x908e_4401_f2e8_58f8);
     }
 
     /// Stream 0 writes blocks scattered over half a GiB; stream 1 reads each of them 50 requests
