@@ -472,9 +472,7 @@ def test_streamed_synth_writes_the_same_trace(
     assert n == 0 and iotwin.load_trace(path).df.height == 0
 
 
-def test_a_long_twin_walks_in_segments_with_the_fitted_counts(
-    traces: Path, tmp_path: Path
-) -> None:
+def test_a_long_twin_walks_in_segments_with_the_fitted_counts(traces: Path, tmp_path: Path) -> None:
     """A stream walks in segments of 2^19 requests or more, each on a core of its own with its
     own generator and its own share of the budgets. The paper's model of cloudPhysics (14
     passes of its 110,000-odd requests here, 3 segments): streamed and in memory alike, each
