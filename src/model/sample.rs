@@ -51,6 +51,9 @@ type StreamPart = (Vec<i64>, Vec<Step>, u32);
 const PARALLEL_WALK_MIN: u64 = 100_000;
 /// Salt of the placement generators (apart from the walks', so both modes draw alike).
 const PLACE_SALT: u64 = 0xD1B5_4A32_D192_ED03;
+/// A stream's segments walking at once at most (each holds 2^19 requests or more, about
+/// 25 MiB, until it is placed).
+const SEGMENTS_AT_ONCE: usize = 8;
 /// Mixed into a stream's seed for the dealing of its budgets to its segments.
 const DEAL_SALT: u64 = 0x9FB2_1C65_1E98_DF25;
 
@@ -590,9 +593,10 @@ impl Sampler {
         lengths: &[u64],
         p: &SynthParams,
     ) -> Vec<StreamPart> {
+        let total: u64 = lengths.iter().sum();
         let one = |k: usize| {
             let (s, n) = (&self.streams[k], lengths[k]);
-            if let Some(segments) = self.segments(s, &quotas[k], p.seed) {
+            if let Some(segments) = self.segments(s, &quotas[k], total, p.seed) {
                 let (times, steps) = self.walk_segmented(s, segments, &quotas[k], p, n);
                 return (times, steps, s.id);
             }
@@ -603,7 +607,6 @@ impl Sampler {
             let times = place_times(&quotas[k], &gaps, p.intensity);
             (times, steps, s.id)
         };
-        let total: u64 = lengths.iter().sum();
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
         let largest = lengths.iter().copied().max().unwrap_or(0);
         if cores < 2 || total < PARALLEL_WALK_MIN || largest * 10 > total * 9 {
@@ -639,15 +642,19 @@ impl Sampler {
     /// holds one window per stream instead of the whole trace.
     pub fn stream(self, p: SynthParams) -> Synth {
         let counts = self.requests_per_stream(&p);
+        let all_quotas: Vec<Vec<Quota>> = (self.streams.iter().zip(&counts))
+            .map(|(s, &n)| self.window_quotas(s, &p, n))
+            .collect();
+        let lengths: Vec<u64> = all_quotas
+            .iter()
+            .map(|q| q.iter().map(|w| w.count).sum())
+            .collect();
+        let total = lengths.iter().sum();
         let mut cursors = Vec::with_capacity(self.streams.len());
-        let mut lengths = Vec::with_capacity(self.streams.len());
-        for (s, &n) in self.streams.iter().zip(&counts) {
-            let quotas = self.window_quotas(s, &p, n);
-            let n = quotas.iter().map(|q| q.count).sum::<u64>();
-            lengths.push(n);
+        for ((s, quotas), &n) in self.streams.iter().zip(all_quotas).zip(&lengths) {
             let mut st = self.walk_state(s, n, p.seed);
             st.ops = op_plan(&quotas);
-            let segments = self.segments(s, &quotas, p.seed);
+            let segments = self.segments(s, &quotas, total, p.seed);
             cursors.push(Cursor {
                 st,
                 quotas: quotas.into(),
@@ -664,7 +671,6 @@ impl Sampler {
             });
         }
         let placer = Placer::new(&self, &lengths, p.seed);
-        let total = lengths.iter().sum();
         let merger = Merger::new(self.ties, lengths, p.seed);
         let mut synth = Synth {
             placer,
@@ -697,13 +703,26 @@ impl Sampler {
     }
 
     /// A long stream's segments (`segment.rs`), where its walk can be cut: it keeps no
-    /// history of its own (a history spans the stream's whole walk) and its windows hold at
-    /// least two segments' requests. None: it walks whole.
-    fn segments(&self, s: &StreamModel, quotas: &[Quota], seed: u64) -> Option<Segments> {
+    /// history of its own (a history spans the stream's whole walk), it holds at least half
+    /// of the synthesis' `total` requests (others walk beside other streams on the cores,
+    /// and at most two streams hold their walking segments in memory at once), and its
+    /// windows hold at least two segments' requests. None: it walks whole. What is cut does
+    /// not depend on the machine, so neither do the bytes.
+    fn segments(
+        &self,
+        s: &StreamModel,
+        quotas: &[Quota],
+        total: u64,
+        seed: u64,
+    ) -> Option<Segments> {
         let own_history = !self.global_reuse && s.reuse_total > 0;
+        let n: u64 = quotas.iter().map(|q| q.count).sum();
+        if own_history || n * 2 < total {
+            return None;
+        }
         let windows: Vec<_> = quotas.iter().map(|q| (q.count, q.reads)).collect();
         let plans = segment::plan(&windows, self.segment_requests);
-        if own_history || plans.len() < 2 {
+        if plans.len() < 2 {
             return None;
         }
         let classes = s
@@ -714,7 +733,9 @@ impl Sampler {
         Some(Segments {
             plans,
             next: 0,
-            cores: std::thread::available_parallelism().map_or(1, |c| c.get()),
+            cores: std::thread::available_parallelism()
+                .map_or(1, |c| c.get())
+                .min(SEGMENTS_AT_ONCE),
             dealer: Dealer::new(s.initial.categories.clone(), classes),
             rng: Pcg64Mcg::seed_from_u64(stream_seed(seed, s.id) ^ DEAL_SALT),
         })
@@ -2715,7 +2736,10 @@ mod tests {
         s.segment_requests = 250;
         let quotas = s.window_quotas(&s.streams[0], &one_pass, 2000);
         assert_eq!(
-            s.segments(&s.streams[0], &quotas, 7).unwrap().plans.len(),
+            s.segments(&s.streams[0], &quotas, 2000, 7)
+                .unwrap()
+                .plans
+                .len(),
             7
         );
         for p in [one_pass, for_a_while] {
@@ -2746,6 +2770,30 @@ mod tests {
         let mut h = rustc_hash::FxHasher::default();
         (&c.ts_ns, &c.op, &c.offset, &c.size).hash(&mut h);
         assert_eq!(h.finish(), 0x908e_4401_f2e8_58f8);
+    }
+
+    #[test]
+    fn only_a_stream_with_half_the_requests_walks_in_segments() {
+        // two streams with one shared history (placed after the walk): stream 0 holds 50.6%
+        // of the requests and walks in segments, stream 1 walks whole, streamed or not alike
+        let mut s = Sampler::from_json(&shared_blocks(true)).unwrap();
+        s.segment_requests = 5_000;
+        let p = params(60_000);
+        let total = 60_000;
+        let cut = |k: usize| {
+            let n = s.requests_per_stream(&p)[k];
+            let quotas = s.window_quotas(&s.streams[k], &p, n);
+            s.segments(&s.streams[k], &quotas, total, p.seed).is_some()
+        };
+        assert_eq!((cut(0), cut(1)), (true, false));
+        let c = s.generate(&p);
+        let mut streamed = Columns::default();
+        for r in s.clone().stream(p) {
+            streamed.push(r.ts_ns, r.stream, r.op, r.offset, r.size);
+        }
+        assert_eq!(streamed, c);
+        // stream 1 still re-reads stream 0's blocks through the shared history
+        assert!(shared_hits(&c) > 0.9, "{}", shared_hits(&c));
     }
 
     /// Stream 0 writes blocks scattered over half a GiB; stream 1 reads each of them 50 requests
