@@ -2,9 +2,10 @@
 //! own generator and its own share of the transition budgets, so one long stream walks on all
 //! cores. The shares are dealt from the budgets without replacement (a multivariate
 //! hypergeometric draw per category count, in order), so the segments together use the
-//! fitted counts exactly as one walk does: a pass refills only when the segments have used it
-//! up. Where the windows have read targets, reads and the other operations are dealt
-//! apart, each segment getting its windows' reads, so steering still finds them.
+//! fitted counts as one walk does: whole passes, and a draw from the last one. Where the
+//! windows have read targets, reads and the other operations are dealt apart, each segment
+//! getting its windows' reads (so steering still finds them), and each of the two goes
+//! through its passes in turn.
 
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
