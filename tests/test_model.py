@@ -494,15 +494,12 @@ def test_a_long_twin_walks_in_segments_with_the_fitted_counts(traces: Path, tmp_
     both = mix(original).join(mix(twin), on=["op", "size"], how="full", coalesce=True)
     off = both.select((pl.col("n").fill_null(0) * passes - pl.col("n_right").fill_null(0)).abs())
     assert 0 < off.sum().item() <= 2 * (passes - 1)
-    m = validate(original, twin)["metrics"]
+    report = validate(original, twin)
+    m = report["metrics"]
     assert m["read_fraction"]["deviation"] == 0
     assert m["sequential_fraction"]["deviation"] <= 0.02
-    assert max(v["deviation"] for v in metrics_of(m, "locality_l1")) <= 0.01
+    assert max(v["deviation"] for v in metrics(report, "locality_l1").values()) <= 0.01
     assert not twin.df.equals(model.synth(requests=n, seed=SEED + 1).df)
-
-
-def metrics_of(m: dict, prefix: str) -> list[dict]:
-    return [v for k, v in m.items() if k.startswith(prefix)]
 
 
 def test_synthesis_too_large_to_hold_is_refused_clearly(twins: dict, tmp_path: Path) -> None:

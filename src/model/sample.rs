@@ -331,12 +331,10 @@ impl Weighted {
 }
 
 /// One table row: the transitions from child `from` of a node to its siblings (or itself,
-/// at the finest level), as (to, transition index); `stay` counts the transitions still to
-/// come that start inside `from` and live deeper.
+/// at the finest level), as (to, transition index).
 #[derive(Debug, Clone, Default)]
 struct Row {
     moves: Vec<(u64, usize)>,
-    stay: u64,
 }
 
 /// A stream's table rows, fixed once built: (depth, node, from) -> row number, each row's
@@ -368,15 +366,19 @@ struct Budgets {
 }
 
 impl Budgets {
-    /// The budgets of a segment's dealt category counts (`Dealer`): its transitions' and
-    /// rows' counts follow from them; nodes' entry counts are the stream's own, whole.
-    fn from_counts(s: &StreamModel, categories: Vec<Vec<u64>>) -> Budgets {
+    /// The budgets of category counts (a stream's fitted ones, or a segment's dealt share of
+    /// them, `Dealer`): its transitions' and rows' counts follow from them.
+    fn from_counts(
+        rows: &Rows,
+        categories: Vec<Vec<u64>>,
+        node_entry: NodeMap<Vec<u64>>,
+    ) -> Budgets {
         let remaining: Vec<u64> = categories.iter().map(|c| c.iter().sum()).collect();
         let mut all = Fenwick::new(remaining.len().max(1));
-        let mut stay = vec![0u64; s.initial.stay.len()];
+        let mut stay = vec![0u64; rows.moves.len()];
         for (t, &n) in remaining.iter().enumerate() {
             all.add(t, n as i64);
-            for &r in &s.rows.stays_of[t] {
+            for &r in &rows.stays_of[t] {
                 stay[r as usize] += n;
             }
         }
@@ -386,7 +388,7 @@ impl Budgets {
             remaining,
             all,
             categories,
-            node_entry: s.initial.node_entry.clone(),
+            node_entry,
         }
     }
 }
@@ -402,6 +404,20 @@ struct Segments {
 }
 
 impl Segments {
+    /// Keeps up to `cores` segments walking (`walking`, in order), starting each next one
+    /// with `start` (a thread walking it).
+    fn walk_ahead<H>(
+        &mut self,
+        s: &StreamModel,
+        walking: &mut VecDeque<H>,
+        mut start: impl FnMut((usize, SegmentPlan, Budgets)) -> H,
+    ) {
+        while walking.len() < self.cores {
+            let Some(next) = self.deal(s) else { break };
+            walking.push_back(start(next));
+        }
+    }
+
     /// The next segment (its index, plan and budgets); None when all are dealt.
     fn deal(&mut self, s: &StreamModel) -> Option<(usize, SegmentPlan, Budgets)> {
         let j = self.next;
@@ -417,7 +433,8 @@ impl Segments {
             }
         }
         let counts = self.dealer.deal(by_op, count, &mut self.rng);
-        Some((j, plan, Budgets::from_counts(s, counts)))
+        let budget = Budgets::from_counts(&s.rows, counts, s.initial.node_entry.clone());
+        Some((j, plan, budget))
     }
 }
 
@@ -596,7 +613,7 @@ impl Sampler {
         let total: u64 = lengths.iter().sum();
         let one = |k: usize| {
             let (s, n) = (&self.streams[k], lengths[k]);
-            if let Some(segments) = self.segments(s, &quotas[k], total, p.seed) {
+            if let Some(segments) = self.segments(s, &quotas[k], (n, total), p.seed) {
                 let (times, steps) = self.walk_segmented(s, segments, &quotas[k], p, n);
                 return (times, steps, s.id);
             }
@@ -654,7 +671,7 @@ impl Sampler {
         for ((s, quotas), &n) in self.streams.iter().zip(all_quotas).zip(&lengths) {
             let mut st = self.walk_state(s, n, p.seed);
             st.ops = op_plan(&quotas);
-            let segments = self.segments(s, &quotas, total, p.seed);
+            let segments = self.segments(s, &quotas, (n, total), p.seed);
             cursors.push(Cursor {
                 st,
                 quotas: quotas.into(),
@@ -712,11 +729,10 @@ impl Sampler {
         &self,
         s: &StreamModel,
         quotas: &[Quota],
-        total: u64,
+        (n, total): (u64, u64),
         seed: u64,
     ) -> Option<Segments> {
         let own_history = !self.global_reuse && s.reuse_total > 0;
-        let n: u64 = quotas.iter().map(|q| q.count).sum();
         if own_history || n * 2 < total {
             return None;
         }
@@ -757,14 +773,9 @@ impl Sampler {
         std::thread::scope(|scope| {
             let mut walking = VecDeque::new();
             loop {
-                while walking.len() < segments.cores {
-                    let Some((j, plan, budget)) = segments.deal(s) else {
-                        break;
-                    };
-                    walking.push_back(
-                        scope.spawn(move || self.walk_segment(s, j, &plan, budget, quotas, p)),
-                    );
-                }
+                segments.walk_ahead(s, &mut walking, |(j, plan, budget)| {
+                    scope.spawn(move || self.walk_segment(s, j, &plan, budget, quotas, p))
+                });
                 let Some(walking) = walking.pop_front() else {
                     break;
                 };
@@ -1763,16 +1774,17 @@ impl Cursor {
             return false;
         };
         loop {
-            while self.walking.len() < segments.cores {
-                let Some((j, plan, budget)) = segments.deal(&sampler.streams[k]) else {
-                    break;
-                };
-                let (sampler, quotas, p) = (Arc::clone(sampler), Arc::clone(&self.quotas), *p);
-                self.walking.push_back(std::thread::spawn(move || {
-                    let s = &sampler.streams[k];
-                    sampler.walk_segment(s, j, &plan, budget, &quotas, &p)
-                }));
-            }
+            segments.walk_ahead(
+                &sampler.streams[k],
+                &mut self.walking,
+                |(j, plan, budget)| {
+                    let (sampler, quotas, p) = (Arc::clone(sampler), Arc::clone(&self.quotas), *p);
+                    std::thread::spawn(move || {
+                        let s = &sampler.streams[k];
+                        sampler.walk_segment(s, j, &plan, budget, &quotas, &p)
+                    })
+                },
+            );
             let Some(walking) = self.walking.pop_front() else {
                 return false;
             };
@@ -2029,14 +2041,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     let mut cats = Vec::with_capacity(n);
     let mut rows: FxHashMap<(u32, u64, u32), Row> = FxHashMap::default();
     let mut flat_rows: FxHashMap<u64, Vec<(u64, usize)>> = FxHashMap::default();
-    let mut b = Budgets {
-        stay: Vec::new(),
-        remaining: Vec::with_capacity(n),
-        all: Fenwick::new(n.max(1)),
-        left: 0,
-        categories: Vec::with_capacity(n),
-        node_entry: NodeMap::default(),
-    };
+    let mut categories = Vec::with_capacity(n);
     let mut weighed = (0u64, 0u64); // (blocks, requests) of the categories
     for (idx, t) in transitions.iter().enumerate() {
         let key = if flat {
@@ -2074,23 +2079,19 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
             ));
             counts.push(int(c, "count")?);
         }
-        let total: u64 = counts.iter().sum();
         for ((c, _), n) in list.iter().zip(&counts) {
             weighed.0 += n * (c.size as u64).div_ceil(BLOCK).max(1);
             weighed.1 += n;
         }
         if !flat {
-            add_stays(&mut rows, tree, &key, total);
+            add_stay_rows(&mut rows, tree, &key);
         }
-        b.remaining.push(total);
-        b.all.add(idx, total as i64);
-        b.left += total;
-        b.categories.push(counts);
+        categories.push(counts);
         keys.push(key);
         cats.push(list);
     }
     let blocks_per_request = weighed.0.max(1) as f64 / weighed.1.max(1) as f64;
-    let rows = dense_rows(rows, flat_rows, tree, &keys, flat, &mut b);
+    let rows = dense_rows(rows, flat_rows, tree, &keys, flat);
     let mut entries: FxHashMap<(u32, u64), Vec<u64>> = FxHashMap::default();
     for e in v
         .get("entries")
@@ -2108,7 +2109,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
             slot[child] += c;
         }
     }
-    b.node_entry = NodeMap::new(tree, entries);
+    let initial = Budgets::from_counts(&rows, categories, NodeMap::new(tree, entries));
     let mut leaves = Weighted::default();
     for l in v
         .get("leaves")
@@ -2135,7 +2136,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         .map(|a| a.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
     let (window_reads, read_share) = window_reads(v, &windows)?;
-    let window_reads = steerable_reads(window_reads, &windows, &cats, &b.categories);
+    let window_reads = steerable_reads(window_reads, &windows, &cats, &initial.categories);
     let first = match v.get("first").filter(|f| !f.is_null()) {
         Some(f) => Some((int(f, "leaf")?, category(f)?)),
         None => None,
@@ -2149,7 +2150,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         windows,
         keys,
         cats,
-        initial: b,
+        initial,
         rows,
         leaves,
         reuse_total,
@@ -2368,21 +2369,21 @@ fn take(counts: &mut [u64], rng: &mut Pcg64Mcg) -> Option<usize> {
 }
 
 /// A transition at depth e inside the subtree of child x of a node at depth d < e is a "stay"
-/// for that node's row x.
-fn add_stays(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &TransKey, count: u64) {
+/// for that node's row x: the rows it stays in exist, moves or not (their budgets count it,
+/// `Budgets::from_counts`).
+fn add_stay_rows(rows: &mut FxHashMap<(u32, u64, u32), Row>, tree: &Tree, key: &TransKey) {
     for (d, node, x) in stay_rows(tree, key) {
-        rows.entry((d, node, x)).or_default().stay += count;
+        rows.entry((d, node, x)).or_default();
     }
 }
 
-/// The rows numbered (their stay budgets into `b.stay`), with each transition's stay rows.
+/// The rows numbered, with each transition's stay rows.
 fn dense_rows(
     rows: FxHashMap<(u32, u64, u32), Row>,
     flat_rows: FxHashMap<u64, Vec<(u64, usize)>>,
     tree: &Tree,
     keys: &[TransKey],
     flat: bool,
-    b: &mut Budgets,
 ) -> Rows {
     // a row is found by the child node it leaves from
     let by_child =
@@ -2392,7 +2393,6 @@ fn dense_rows(
     for (key, row) in rows {
         index.insert(by_child(key), moves.len() as u32);
         moves.push(row.moves);
-        b.stay.push(row.stay);
     }
     let stays_of = keys
         .iter()
@@ -2471,8 +2471,13 @@ mod tests {
             window_ns: 100_000,
             reref: false,
         };
+        one_stream(cfg, &ts, &vec![0; n], &off, &vec![8; n])
+    }
+
+    /// A model of one stream (0) of these requests, without re-reference distances.
+    fn one_stream(cfg: FitConfig, ts: &[i64], op: &[u8], off: &[u64], sz: &[u32]) -> Value {
         let mut f = Fitter::new(cfg);
-        f.update(Batch::new(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n]));
+        f.update(Batch::new(ts, &vec![0; ts.len()], op, off, sz));
         finalize(&f, "auto", *ts.last().unwrap())
     }
 
@@ -2716,9 +2721,7 @@ mod tests {
             window_ns: 100_000,
             reref: false,
         };
-        let mut f = Fitter::new(cfg);
-        f.update(Batch::new(&ts, &vec![0; n as usize], &op, &off, &sz));
-        finalize(&f, "auto", *ts.last().unwrap())
+        one_stream(cfg, &ts, &op, &off, &sz)
     }
 
     #[test]
@@ -2736,7 +2739,7 @@ mod tests {
         s.segment_requests = 250;
         let quotas = s.window_quotas(&s.streams[0], &one_pass, 2000);
         assert_eq!(
-            s.segments(&s.streams[0], &quotas, 2000, 7)
+            s.segments(&s.streams[0], &quotas, (2000, 2000), 7)
                 .unwrap()
                 .plans
                 .len(),
@@ -2781,9 +2784,10 @@ mod tests {
         let p = params(60_000);
         let total = 60_000;
         let cut = |k: usize| {
-            let n = s.requests_per_stream(&p)[k];
-            let quotas = s.window_quotas(&s.streams[k], &p, n);
-            s.segments(&s.streams[k], &quotas, total, p.seed).is_some()
+            let quotas = s.window_quotas(&s.streams[k], &p, s.requests_per_stream(&p)[k]);
+            let n = quotas.iter().map(|q| q.count).sum();
+            s.segments(&s.streams[k], &quotas, (n, total), p.seed)
+                .is_some()
         };
         assert_eq!((cut(0), cut(1)), (true, false));
         let c = s.generate(&p);
@@ -3064,9 +3068,7 @@ mod tests {
             window_ns: 100_000,
             reref: false,
         };
-        let mut f = Fitter::new(cfg);
-        f.update(Batch::new(&ts, &vec![0; n], &vec![0; n], &off, &vec![8; n]));
-        finalize(&f, "auto", *ts.last().unwrap())
+        one_stream(cfg, &ts, &vec![0; n], &off, &vec![8; n])
     }
 
     #[test]
@@ -3100,15 +3102,7 @@ mod tests {
             window_ns: 100_000,
             reref: true,
         };
-        let mut f = Fitter::new(cfg);
-        f.update(Batch::new(
-            &ts,
-            &vec![0; n],
-            &vec![0; n],
-            &off,
-            &vec![4096; n],
-        ));
-        finalize(&f, "auto", *ts.last().unwrap())
+        one_stream(cfg, &ts, &vec![0; n], &off, &vec![4096; n])
     }
 
     fn phase_counts(offsets: &[u64]) -> [usize; PHASES] {

@@ -86,90 +86,53 @@ impl Dealer {
         rng: &mut impl Rng,
     ) -> Vec<Vec<u64>> {
         let want = by_op.unwrap_or([total, 0]);
-        let one_class = by_op.is_none();
+        let classes: &[Option<usize>] = match by_op {
+            Some(_) => &[Some(0), Some(1)],
+            None => &[None],
+        };
         let mut dealt: Vec<Vec<u64>> = self.left.iter().map(|c| vec![0; c.len()]).collect();
-        let classes = if one_class { 1 } else { 2 };
-        for (k, &wanted) in want.iter().enumerate().take(classes) {
-            let in_class = |t: usize, c: usize| one_class || self.classes[t][c] as usize == k;
-            let per_pass = sum_where(&self.initial, in_class);
-            let mut have = sum_where(&self.left, in_class);
+        for (&class, &wanted) in classes.iter().zip(&want) {
+            let (mut have, mut per_pass) = (0, 0);
+            self.each(&mut dealt, class, |left, pass, _| {
+                (have, per_pass) = (have + *left, per_pass + pass);
+            });
             let mut need = wanted;
             if have < need && per_pass > 0 {
-                self.move_to(&mut dealt, k, one_class, false); // the rest of this pass
+                // all that is left of this pass, whole passes, then the next one to draw from
+                self.each(&mut dealt, class, |left, _, x| *x += std::mem::take(left));
                 need -= have;
-                while need >= per_pass {
-                    self.move_to(&mut dealt, k, one_class, true); // whole passes
-                    need -= per_pass;
-                }
-                self.refill(k, one_class);
-                have = per_pass;
+                let whole = need / per_pass;
+                self.each(&mut dealt, class, |left, pass, x| {
+                    (*x, *left) = (*x + whole * pass, pass);
+                });
+                (need, have) = (need - whole * per_pass, per_pass);
             }
-            self.draw(&mut dealt, k, one_class, have, need.min(have), rng);
+            let mut need = need.min(have);
+            self.each(&mut dealt, class, |left, _, x| {
+                let got = hypergeometric(have, *left, need, rng);
+                (have, need) = (have - *left, need - got);
+                (*left, *x) = (*left - got, *x + got);
+            });
         }
         dealt
     }
 
-    /// Draws `need` of the class's `have` requests left into `dealt`, without replacement.
-    fn draw(
+    /// Calls `f(left, pass, dealt)` for each category of `class` (None: every category):
+    /// what is left of its pass, its count in a whole pass, and what is dealt of it.
+    fn each(
         &mut self,
         dealt: &mut [Vec<u64>],
-        k: usize,
-        one_class: bool,
-        mut have: u64,
-        mut need: u64,
-        rng: &mut impl Rng,
+        class: Option<usize>,
+        mut f: impl FnMut(&mut u64, u64, &mut u64),
     ) {
-        for (t, counts) in self.left.iter_mut().enumerate() {
-            for (c, n) in counts.iter_mut().enumerate() {
-                if one_class || self.classes[t][c] as usize == k {
-                    let x = hypergeometric(have, *n, need, rng);
-                    (have, need) = (have - *n, need - x);
-                    *n -= x;
-                    dealt[t][c] += x;
+        for (t, left) in self.left.iter_mut().enumerate() {
+            for (c, n) in left.iter_mut().enumerate() {
+                if class.is_none_or(|k| self.classes[t][c] as usize == k) {
+                    f(n, self.initial[t][c], &mut dealt[t][c]);
                 }
             }
         }
     }
-
-    /// Adds to `dealt` the class's counts: what is left of its pass (which empties it), or a
-    /// whole pass (`whole`).
-    fn move_to(&mut self, dealt: &mut [Vec<u64>], k: usize, one_class: bool, whole: bool) {
-        for (t, counts) in self.left.iter_mut().enumerate() {
-            for (c, n) in counts.iter_mut().enumerate() {
-                if one_class || self.classes[t][c] as usize == k {
-                    dealt[t][c] += if whole {
-                        self.initial[t][c]
-                    } else {
-                        std::mem::take(n)
-                    };
-                }
-            }
-        }
-    }
-
-    /// Starts the class's next pass (what was left of it is used up).
-    fn refill(&mut self, k: usize, one_class: bool) {
-        for (t, counts) in self.left.iter_mut().enumerate() {
-            for (c, n) in counts.iter_mut().enumerate() {
-                if one_class || self.classes[t][c] as usize == k {
-                    *n = self.initial[t][c];
-                }
-            }
-        }
-    }
-}
-
-/// The sum of the counts where `keep(transition, category)`.
-fn sum_where(counts: &[Vec<u64>], keep: impl Fn(usize, usize) -> bool) -> u64 {
-    let mut sum = 0;
-    for (t, row) in counts.iter().enumerate() {
-        for (c, &n) in row.iter().enumerate() {
-            if keep(t, c) {
-                sum += n;
-            }
-        }
-    }
-    sum
 }
 
 /// Featured items below which a hypergeometric draw goes item by item (exact); above it, a
