@@ -634,6 +634,8 @@ impl Fitter {
                 s.phase[phase_of(h.offset)] -= 1;
             }
             add_phase(&mut s.phase, &h, cat.kind);
+            let jump = leaf_jump(&cfg, l, &h, leaf, cat.kind);
+            add_jump(&mut s.jumps_ahead, &mut s.jumps_behind, jump);
             add_transition(s, &cfg, l, leaf, cat, h.ts);
         }
     }
@@ -1166,15 +1168,17 @@ mod tests {
 
     #[test]
     fn detached_partitions_merge_to_the_whole() {
-        let ts = [0i64, 5, 9, 14, 20, 26, 30];
-        let st = [0u32, 1, 0, 1, 0, 0, 2];
-        let op = [0u8, 1, 0, 1, 1, 0, 0];
-        let off = [0u64, 800, 100, 808, 104, 1508, 40];
-        let sz = [100u32, 8, 4, 8, 8, 8, 8];
+        // stream 0's last request jumps 24 bytes ahead in its predecessor's leaf
+        let ts = [0i64, 5, 9, 14, 20, 26, 30, 34];
+        let st = [0u32, 1, 0, 1, 0, 0, 2, 0];
+        let op = [0u8, 1, 0, 1, 1, 0, 0, 0];
+        let off = [0u64, 800, 100, 808, 104, 1508, 40, 1540];
+        let sz = [100u32, 8, 4, 8, 8, 8, 8, 8];
         let reuse = [
             u32::MAX,
             u32::MAX,
             0,
+            u32::MAX,
             u32::MAX,
             u32::MAX,
             u32::MAX,
@@ -1210,9 +1214,9 @@ mod tests {
         };
         let mut left = part(0, 2);
         left.merge_detached(&part(2, 5));
-        left.merge_detached(&part(5, 7));
+        left.merge_detached(&part(5, 8));
         let mut tail = part(2, 5);
-        tail.merge_detached(&part(5, 7));
+        tail.merge_detached(&part(5, 8));
         let mut tree = part(0, 2);
         tree.merge_detached(&tail);
         assert_eq!(left.streams, whole.streams);
