@@ -524,8 +524,9 @@ def _check_ties(doc: dict[str, Any], where: str) -> None:
 
 
 def tie_classes(ties: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
-    """Every class of a model's `ties` by its path: 'sequential', 'other', and apart by the
-    next request's operation 'operations/read/sequential', ... (schema-checked `ties`)."""
+    """Every class of a model's `ties` by its path: 'sequential', 'near', 'other', and apart
+    by the next request's operation 'operations/read/sequential', ... (schema-checked
+    `ties`)."""
     found = [(name, c) for name, c in ties.items() if name not in ("operations", "recency")]
     for op, classes in ties.get("operations", {}).items():
         found += [(f"operations/{op}/{name}", c) for name, c in classes.items()]

@@ -235,16 +235,22 @@ def _ties(model: Model) -> str | None:
     ties = model.doc.get("ties")
     if ties is None or len(model.streams) < 2:
         return None
-    pairs = ties["sequential"]["pairs"] + ties["other"]["pairs"]
+    classes = [c for c in ("sequential", "near", "other") if c in ties]
+    pairs = sum(ties[c]["pairs"] for c in classes)
     if pairs == 0:
         return None
 
     def odds(c: dict[str, int]) -> str:
         return f"{c['same'] / c['pairs']:.0%}" if c["pairs"] else "-"
 
+    near = (
+        f"{odds(ties['near'])} before one within 1 MiB of the previous request's end, "
+        if "near" in ties
+        else ""
+    )
     line = (
         f"Streams at one instant ({pairs:,} pairs stamped alike): the same stream goes on "
-        f"{odds(ties['sequential'])} of the time before a sequential request, "
+        f"{odds(ties['sequential'])} of the time before a sequential request, {near}"
         f"{odds(ties['other'])} before another"
     )
     if "operations" in ties:  # before another request, by its operation

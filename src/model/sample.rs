@@ -19,7 +19,7 @@ use super::stats::{
     is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
     KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
 };
-use super::ties::{Merger, TieCounts};
+use super::ties::{class_of, Merger, TieCounts};
 use super::tree::{TransKey, Tree};
 use crate::columns::Columns;
 use crate::columns::OP_READ;
@@ -693,6 +693,7 @@ impl Sampler {
             placer,
             sampler: Arc::new(self),
             params: p,
+            ends: vec![None; cursors.len()],
             cursors,
             merger,
             t0: None,
@@ -1871,6 +1872,8 @@ pub struct Synth {
     cursors: Vec<Cursor>,
     /// The order of `merge_streams`.
     merger: Merger,
+    /// Each stream's previous request's end (`jump`).
+    ends: Vec<Option<u64>>,
     /// The first request's time.
     t0: Option<i64>,
     total: u64,
@@ -1963,10 +1966,10 @@ impl Iterator for Synth {
     type Item = Synthesized;
 
     fn next(&mut self) -> Option<Synthesized> {
-        let cursors = &self.cursors;
+        let (cursors, ends) = (&self.cursors, &self.ends);
         let (t, k) = self.merger.pop(|k| {
-            let cat = cursors[k].steps[cursors[k].pos].cat;
-            (cat.kind, cat.op)
+            let step = cursors[k].steps[cursors[k].pos];
+            (class_of(step.cat.kind, jump(step, ends[k])), step.cat.op)
         })?;
         let t0 = *self.t0.get_or_insert(t);
         let c = &mut self.cursors[k];
@@ -1975,6 +1978,7 @@ impl Iterator for Synth {
         let (op, offset, size) = self
             .placer
             .place(&self.sampler, k, step, self.params.uniform);
+        self.ends[k] = Some(offset + size as u64);
         let stream = self.sampler.streams[k].id;
         self.push_head(k);
         Some(Synthesized {
@@ -1985,6 +1989,12 @@ impl Iterator for Synth {
             size,
         })
     }
+}
+
+/// How far a step placed in its walk starts from its stream's previous request's end
+/// (None: placed after the merge, or its stream's first).
+fn jump(step: Step, end: Option<u64>) -> Option<u64> {
+    Some(step.placed?.abs_diff(end?))
 }
 
 /// Merges the streams' requests by time (`Merger`: streams at one instant interleave as
@@ -2015,13 +2025,15 @@ fn merge_streams(
         }
     }
     let mut t0 = None;
+    let mut ends = vec![None; parts.len()];
     while let Some((t, k)) = merger.pop(|k| {
-        let cat = parts[k].1[next[k]].cat;
-        (cat.kind, cat.op)
+        let step = parts[k].1[next[k]];
+        (class_of(step.cat.kind, jump(step, ends[k])), step.cat.op)
     }) {
         let t0 = *t0.get_or_insert(t);
         let (times, steps, id) = &parts[k];
         let (op, off, size) = place(k, steps[next[k]]);
+        ends[k] = Some(off + size as u64);
         out.push(t - t0, *id, op, off, size);
         next[k] += 1;
         if let Some(&t) = times.get(next[k]) {
