@@ -116,8 +116,7 @@ class Model:
         of activity; `intensity` multiplies the rate, `compress` shortens the fluctuation
         phases; `baseline="uniform"` gives the IOMeter-like trace without locality."""
         doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
-        # the core reads the dict itself: no json.dumps of a model of tens of MiB
-        df = self._on_clock(frame_from_columns(_core_call(_core.synth_model, doc, args)))
+        df = self._on_clock(frame_from_columns(_core_call(_core.synth_model, core_json(doc), args)))
         return Trace(df, self._synth_meta(doc, seed, baseline))
 
     def write_synth(
@@ -139,7 +138,7 @@ class Model:
         from .ingest import parquet_writer
 
         doc, args = self._synth_args(requests, duration_s, intensity, compress, seed, baseline)
-        stream = _core_call(_core.SynthStream, doc, args)
+        stream = _core_call(_core.SynthStream, core_json(doc), args)
         total = stream.total  # read now: the sampling thread holds the stream from here on
         kv = self._synth_meta(doc, seed, baseline).to_kv()
         done, last_ns = 0, 0
@@ -207,6 +206,13 @@ class Model:
             capacity=int(self.doc["capacity"]),
             streams={int(k): v for k, v in names.items()},
         )
+
+
+def core_json(doc: dict[str, Any]) -> bytes:
+    """A model document as the JSON bytes the core reads: orjson writes 7 MiB in 12 ms and the
+    core parses them faster than it reads the dict object by object (the same floats: both
+    take the shortest repr that round-trips)."""
+    return orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _core_call(fn: Callable[..., Any], *args: Any) -> Any:
