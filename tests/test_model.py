@@ -317,8 +317,7 @@ def near_as_other(ties: dict, keep: tuple[str, ...]) -> dict:
         pooled = {k: near[k] + other[k] for k in ("pairs", "same")}
         return {"sequential": classes["sequential"], "other": pooled}
 
-    out = {k: v for k, v in ties.items() if k in keep and k not in ("near", "other")}
-    out |= merged(ties)
+    out = {k: v for k, v in ties.items() if k in keep} | merged(ties)
     if "operations" in out:
         out["operations"] = {op: merged(c) for op, c in ties["operations"].items()}
     return out

@@ -1967,10 +1967,9 @@ impl Iterator for Synth {
 
     fn next(&mut self) -> Option<Synthesized> {
         let (cursors, ends) = (&self.cursors, &self.ends);
-        let (t, k) = self.merger.pop(|k| {
-            let step = cursors[k].steps[cursors[k].pos];
-            (class_of(step.cat.kind, jump(step, ends[k])), step.cat.op)
-        })?;
+        let (t, k) = self
+            .merger
+            .pop(|k| tie_class(cursors[k].steps[cursors[k].pos], ends[k]))?;
         let t0 = *self.t0.get_or_insert(t);
         let c = &mut self.cursors[k];
         let step = c.steps[c.pos];
@@ -1991,10 +1990,12 @@ impl Iterator for Synth {
     }
 }
 
-/// How far a step placed in its walk starts from its stream's previous request's end
-/// (None: placed after the merge, or its stream's first).
-fn jump(step: Step, end: Option<u64>) -> Option<u64> {
-    Some(step.placed?.abs_diff(end?))
+/// What the merge at one instant asks of a stream's next step: its class (`class_of`; how far
+/// it starts from `end`, its stream's previous request's end, is known where the walk placed
+/// it) and its operation.
+fn tie_class(step: Step, end: Option<u64>) -> (usize, u8) {
+    let jump = step.placed.zip(end).map(|(at, end)| at.abs_diff(end));
+    (class_of(is_continuation(step.cat.kind), jump), step.cat.op)
 }
 
 /// Merges the streams' requests by time (`Merger`: streams at one instant interleave as
@@ -2026,10 +2027,7 @@ fn merge_streams(
     }
     let mut t0 = None;
     let mut ends = vec![None; parts.len()];
-    while let Some((t, k)) = merger.pop(|k| {
-        let step = parts[k].1[next[k]];
-        (class_of(step.cat.kind, jump(step, ends[k])), step.cat.op)
-    }) {
+    while let Some((t, k)) = merger.pop(|k| tie_class(parts[k].1[next[k]], ends[k])) {
         let t0 = *t0.get_or_insert(t);
         let (times, steps, id) = &parts[k];
         let (op, off, size) = place(k, steps[next[k]]);

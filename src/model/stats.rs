@@ -469,15 +469,18 @@ pub(super) fn add_jump(ahead: &mut Hist, behind: &mut Hist, jump: Option<(bool, 
     }
 }
 
-/// Counts the transition from `l` to a request landing in `leaf`.
+/// Counts the transition from `l` to request `r` (of category `cat`) landing in `leaf`,
+/// and its in-leaf jump (`leaf_jump`).
 fn add_transition(
     s: &mut StreamStats,
     cfg: &FitConfig,
     l: Last,
+    r: &Request,
     leaf: u64,
     cat: Category,
-    ts: i64,
 ) {
+    let jump = leaf_jump(cfg, l, r, leaf, cat.kind);
+    add_jump(&mut s.jumps_ahead, &mut s.jumps_behind, jump);
     let tree = cfg.tree;
     let key = if cfg.flat {
         TransKey {
@@ -497,7 +500,7 @@ fn add_transition(
     t.categories
         .entry(cat)
         .or_default()
-        .add((ts - l.ts).max(0) as u64);
+        .add((r.ts - l.ts).max(0) as u64);
 }
 
 /// Accumulates statistics over requests given in time order.
@@ -599,11 +602,7 @@ impl Fitter {
                     s.first = Some((leaf, cat));
                 }
             }
-            Some(l) => {
-                let jump = leaf_jump(&cfg, l, r, leaf, cat.kind);
-                add_jump(&mut s.jumps_ahead, &mut s.jumps_behind, jump);
-                add_transition(s, &cfg, l, leaf, cat, r.ts)
-            }
+            Some(l) => add_transition(s, &cfg, l, r, leaf, cat),
         }
     }
 
@@ -634,9 +633,7 @@ impl Fitter {
                 s.phase[phase_of(h.offset)] -= 1;
             }
             add_phase(&mut s.phase, &h, cat.kind);
-            let jump = leaf_jump(&cfg, l, &h, leaf, cat.kind);
-            add_jump(&mut s.jumps_ahead, &mut s.jumps_behind, jump);
-            add_transition(s, &cfg, l, leaf, cat, h.ts);
+            add_transition(s, &cfg, l, &h, leaf, cat);
         }
     }
 

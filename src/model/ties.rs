@@ -14,7 +14,6 @@
 //! returns to one it just left (`recency`). Tencent's next volume after a switch is the one
 //! before the last 20.8% of the time, one of the 4 before it 44.0%.
 
-use super::stats::is_continuation;
 use crate::columns::OP_READ;
 use crate::fenwick::Fenwick;
 use rand::{RngExt, SeedableRng};
@@ -41,12 +40,12 @@ const CLASSES: [&str; 3] = ["sequential", "other", "near"];
 /// How far from the previous request's end a near request starts, at most (bytes).
 pub const NEAR: u64 = 1 << 20;
 
-/// The class of a stream's next request of kind `kind` (`is_continuation`), which starts
-/// `jump` bytes from the end of the stream's previous request (None: not known, as where
-/// requests are placed after the merge).
-pub fn class_of(kind: u8, jump: Option<u64>) -> usize {
+/// The class of a stream's next request: `sequential` (it continues the previous one), else
+/// by how many bytes from the end of the stream's previous request it starts (None: not
+/// known, as where requests are placed after the merge). The fit and the merge class alike.
+pub fn class_of(sequential: bool, jump: Option<u64>) -> usize {
     match jump {
-        _ if is_continuation(kind) => SEQUENTIAL,
+        _ if sequential => SEQUENTIAL,
         Some(j) if j < NEAR => NEAR_CLASS,
         Some(_) => OTHER,
         None => APART,
@@ -269,13 +268,13 @@ impl TieCounter {
         // share this instant
         if let Some(&mut l) = self.slot(stream) {
             if let (Some(same), true) = (l.followed, l.ts == ts) {
-                let continues = offset == l.end && file == l.file;
-                let near = file == l.file && offset.abs_diff(l.end) < NEAR;
-                let class = match (continues, near) {
-                    (true, _) => SEQUENTIAL,
-                    (false, true) => NEAR_CLASS,
-                    (false, false) => OTHER,
+                // another file is as far as can be
+                let jump = if file == l.file {
+                    offset.abs_diff(l.end)
+                } else {
+                    u64::MAX
                 };
+                let class = class_of(jump == 0, Some(jump));
                 let by = self.counts.by_operations.get_or_insert_default();
                 for c in [&mut self.counts.all, &mut by[operation_index(op)]] {
                     c.pairs[class] += 1;
@@ -716,13 +715,10 @@ mod tests {
         assert!((near - 0.9).abs() < 0.03, "{near}");
         assert!((apart - 0.5).abs() < 0.03, "{apart}");
         assert!((older - 0.1).abs() < 0.03, "{older}");
-        assert_eq!(class_of(0, Some(NEAR - 1)), NEAR_CLASS);
-        assert_eq!(class_of(0, Some(NEAR)), OTHER);
-        assert_eq!(class_of(0, None), APART);
-        assert_eq!(
-            class_of(super::super::stats::KIND_SEQUENTIAL, Some(0)),
-            SEQUENTIAL
-        );
+        assert_eq!(class_of(false, Some(NEAR - 1)), NEAR_CLASS);
+        assert_eq!(class_of(false, Some(NEAR)), OTHER);
+        assert_eq!(class_of(false, None), APART);
+        assert_eq!(class_of(true, Some(0)), SEQUENTIAL);
     }
 
     #[test]
