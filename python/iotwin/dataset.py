@@ -176,7 +176,8 @@ def _ties(value: Any) -> dict[str, Any] | None:
 
     if value is not None and not valid_ties(value):
         raise ValueError(
-            "ties: expected counts {pairs, same} of sequential, near and other (and by operations)"
+            "ties: expected counts {pairs, same} of sequential, near and other (and by "
+            "operations and by runs)"
         )
     return value
 

@@ -531,11 +531,13 @@ def _check_ties(doc: dict[str, Any], where: str) -> None:
 
 def tie_classes(ties: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
     """Every class of a model's `ties` by its path: 'sequential', 'near', 'other', and apart
-    by the next request's operation 'operations/read/sequential', ... (schema-checked
-    `ties`)."""
-    found = [(name, c) for name, c in ties.items() if name not in ("operations", "recency")]
+    by the next request's operation 'operations/read/sequential', ... and by the run so far
+    'runs/0/sequential', ... (schema-checked `ties`)."""
+    found = [(name, c) for name, c in ties.items() if name not in ("operations", "recency", "runs")]
     for op, classes in ties.get("operations", {}).items():
         found += [(f"operations/{op}/{name}", c) for name, c in classes.items()]
+    for run, classes in enumerate(ties.get("runs", [])):
+        found += [(f"runs/{run}/{name}", c) for name, c in classes.items()]
     return found
 
 

@@ -259,6 +259,11 @@ def _ties(model: Model) -> str | None:
             f"; before another read {odds(ops['read']['other'])}, "
             f"another write {odds(ops['write']['other'])}"
         )
+    if runs := ties.get("runs"):  # a stream that has gone on goes on more
+        first, *rest = [odds(_pooled(run)) for run in runs]
+        starts = ("2", "3", "4-7", "8 or more")
+        later = ", ".join(f"{n} {o}" for n, o in zip(starts, rest, strict=True))
+        line += f"; after 1 of its requests in a row {first}, after {later}"
     recency = ties.get("recency") or []
     if switches := sum(recency):  # where a switch goes: back to a stream just left
         line += (
@@ -266,6 +271,11 @@ def _ties(model: Model) -> str | None:
             f"time, to one of the {len(recency) - 1} before {1 - recency[0] / switches:.0%}"
         )
     return line
+
+
+def _pooled(classes: dict[str, dict[str, int]]) -> dict[str, int]:
+    """A `ties` entry's classes counted as one."""
+    return {k: sum(c[k] for c in classes.values()) for k in ("pairs", "same")}
 
 
 def _transitions_table(model: Model, top: int) -> Table:
