@@ -387,3 +387,44 @@ def test_tencent_twin_curve_and_what_its_runs_at_one_instant_give(traces: Path) 
     assert alone["twin"] < before["reads_alone_ms"]["twin"]
     assert alone["twin"] == pytest.approx(alone["original"], rel=0.03)
     assert all(t < o for t, o in zip(twin[1:], orig[1:], strict=True))
+    # its volumes share a file-system layout, which the one simulated device aliases: 8.0% of
+    # the original's requests start on a block another volume's start on, its twin's 0.4%
+    shared = runs["shared_offsets"]
+    assert shared["original"] == pytest.approx(0.0800, abs=0.0005)
+    assert shared["twin"] < 0.01 and shared["uniform"] < 0.01
+
+
+def test_shared_offsets_between_volumes_and_their_caution() -> None:
+    import polars as pl
+
+    from iotwin.trace import CANONICAL_SCHEMA
+    from iotwin.whatif.cache import shared_caution, shared_offsets
+
+    def trace(rows: list[tuple[int, int]], stream_by: str = "volume") -> iotwin.Trace:
+        df = pl.DataFrame(
+            {
+                "ts_ns": list(range(len(rows))),
+                "stream": [r[0] for r in rows],
+                "op": [0] * len(rows),
+                "offset": [r[1] for r in rows],
+                "size": [4096] * len(rows),
+            },
+            schema=CANONICAL_SCHEMA,
+        )
+        return iotwin.Trace(df, iotwin.TraceMeta(stream_by=stream_by))
+
+    # volume 1 starts on blocks 0, 1, 2 (twice); volume 2 on blocks 2 (at 512 bytes in) and 5
+    rows = [(1, 0), (1, 4096), (1, 8192), (1, 8192), (2, 8704), (2, 20480)]
+    assert shared_offsets(trace(rows)) == pytest.approx(3 / 6)
+    # threads of one process share one address space: nothing to alias
+    assert shared_offsets(trace(rows, stream_by="thread")) is None
+    assert shared_offsets(trace([(1, 0), (1, 0)])) is None
+
+    def doc(original: float | None, twin: float | None) -> dict:
+        return {"shared_offsets": {"original": original, "twin": twin}}
+
+    said = shared_caution(doc(0.080, 0.004)) or ""
+    assert "8.0% of the original's requests" in said and "against 0.4% of the twin's" in said
+    assert shared_caution(doc(0.003, 0.0)) is None  # TPC-C's 16 devices: 0.3%
+    assert shared_caution(doc(None, None)) is None
+    assert shared_caution({}) is None
