@@ -494,9 +494,9 @@ impl Interleave {
         self.total -= self.weights[k];
     }
 
-    /// The next stream among the members; `previous` (a member: the stream of the request
-    /// before, whether its next one is sequential, and that one's `OPERATIONS` entry)
-    /// continues by the fitted odds.
+    /// The next stream among the members; `previous` (a member, `Previous`) continues by the
+    /// fitted odds of its next request's class and operation, moved by its run's where the
+    /// model counted runs.
     ///
     /// `switch`: the stream the last request came from (a member or not), the streams seen
     /// at this instant (the latest last) and which have a request at it, for a switch's
