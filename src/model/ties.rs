@@ -617,7 +617,6 @@ impl Merger {
             let tied = self.heap.peek().is_some_and(|h| h.0 .0 == t);
             if !tied {
                 self.previous = Some(k as usize);
-                self.run = 1;
                 return Some((t, k as usize));
             }
             self.now = t;
@@ -811,9 +810,7 @@ mod tests {
                     pairs: [0, 1000, 0],
                     same: [0, (stay * 1000.0) as u64, 0],
                 },
-                by_operations: None,
-                recency: None,
-                by_runs: None,
+                ..TieCounts::default()
             };
             let order = merged(ties, &times, 7);
             assert_eq!(order.len(), 10_000);
@@ -832,9 +829,7 @@ mod tests {
                 pairs: [0, 1000, near_pairs],
                 same: [0, 100, near_pairs * 9 / 10],
             },
-            by_operations: None,
-            recency: None,
-            by_runs: None,
+            ..TieCounts::default()
         };
         let stays = |order: Vec<usize>| {
             order.windows(2).filter(|w| w[0] == w[1]).count() as f64 / (order.len() - 1) as f64
@@ -901,9 +896,8 @@ mod tests {
         runs[4] = cell(1000, 900);
         let fitted = |by_runs| TieCounts {
             all: cell(1000, 400),
-            by_operations: None,
-            recency: None,
             by_runs,
+            ..TieCounts::default()
         };
         // the share of requests whose stream went on after a run of `r` (0-based index)
         let after = |order: &[usize], r: usize| {
@@ -971,8 +965,7 @@ mod tests {
                 same: [0, 500, 0],
             },
             by_operations: Some(by),
-            recency: None,
-            by_runs: None,
+            ..TieCounts::default()
         };
         let order = merged_ops(ties, &times, &[OP_READ, 1], 11);
         // while both streams have requests: up to the writer's last
@@ -1018,9 +1011,8 @@ mod tests {
                 pairs: [0, 1000, 0],
                 same: [0, 100, 0],
             },
-            by_operations: None,
             recency,
-            by_runs: None,
+            ..TieCounts::default()
         };
         let back = |order: &[usize]| {
             let switches: Vec<_> = order

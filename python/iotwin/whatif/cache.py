@@ -38,28 +38,26 @@ def data_touched(trace: Trace) -> tuple[int, dict[str, float | None]]:
     return curve.distinct * BLOCK, reuse_shares(curve)
 
 
-# Stream ids a shared-offset key holds (below the block number, `shared_offsets`).
-SPACE_BITS = 20
-
-
 def shared_offsets(trace: Trace) -> float | None:
     """The share of requests that start on a 4 KiB block where another volume's (or
     device's) requests start too, None where the trace has one address space or its files are
     laid apart (file-level traces). The simulated device keeps each volume at its own
     offsets, so its cache takes such blocks for one (docs/simulator.md): Tencent's volumes
     share a file-system layout, 8.0% of its requests so, its twin's 0.4%."""
+    from ..cache import SPACE_SHIFT
     from ..validate import address_space
 
     if "file" in trace.columns or trace.df.height == 0:
         return None
     _, space = np.unique(address_space(trace), return_inverse=True)
-    if space.max() == 0 or space.max() >= 1 << SPACE_BITS:
-        return None
     block = trace.numpy("offset", np.uint64) // np.uint64(BLOCK)
-    if int(block.max()) >= 1 << (64 - SPACE_BITS):
-        return None
-    pairs = np.unique((block << np.uint64(SPACE_BITS)) | space.astype(np.uint64))
-    blocks, spaces = np.unique(pairs >> np.uint64(SPACE_BITS), return_counts=True)
+    shift = np.uint64(SPACE_SHIFT)
+    if space.max() == 0 or space.max() >= 1 << (64 - SPACE_SHIFT) or block.max() >> shift:
+        return None  # one address space, or too many to key apart (`cache.block_stream`)
+    # each (space, block) once, keyed as `cache.block_stream` keys them; then the blocks
+    # more than one space starts a request on
+    keys = np.unique((space.astype(np.uint64) << shift) | block)
+    blocks, spaces = np.unique(keys & np.uint64((1 << SPACE_SHIFT) - 1), return_counts=True)
     return float(np.isin(block, blocks[spaces > 1]).mean())
 
 
