@@ -1465,9 +1465,10 @@ fn device_report_to_py<'py>(
 
 /// Simulates a trace on a device built from a JSON spec; see `sim::simulate`. Writes every
 /// request's response time and demand into `response_ns` and `demand_ns` (writable uint64
-/// arrays of the trace's length) and returns the counters.
+/// arrays of the trace's length) and returns the counters. `space` (uint32, one per request)
+/// names each request's address space where several volumes share the device.
 #[pyfunction]
-#[pyo3(signature = (ts_ns, op, offset, size, device_json, seed, intensity, response_ns, demand_ns))]
+#[pyo3(signature = (ts_ns, op, offset, size, device_json, seed, intensity, response_ns, demand_ns, space=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate<'py>(
     py: Python<'py>,
@@ -1480,6 +1481,7 @@ fn simulate<'py>(
     intensity: f64,
     response_ns: &Bound<'py, PyAny>,
     demand_ns: &Bound<'py, PyAny>,
+    space: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let spec: serde_json::Value = serde_json::from_str(device_json)
         .map_err(|e| PyValueError::new_err(format!("device spec is not JSON: {e}")))?;
@@ -1490,11 +1492,13 @@ fn simulate<'py>(
         PyBuffer::<u64>::get(offset)?,
         PyBuffer::<u32>::get(size)?,
     );
+    let space_buf = space.map(PyBuffer::<u32>::get).transpose()?;
     let req = crate::sim::Requests {
         ts_ns: buffer_slice(&bufs.0)?,
         op: buffer_slice(&bufs.1)?,
         offset: buffer_slice(&bufs.2)?,
         size: buffer_slice(&bufs.3)?,
+        space: space_buf.as_ref().map(buffer_slice).transpose()?,
     };
     let outs = (
         PyBuffer::<u64>::get(response_ns)?,

@@ -28,7 +28,7 @@ from .errors import IotwinError
 from .formats.base import frame_from_columns
 from .layout import on_virtual_device
 from .source import atomic_output, prefetched
-from .trace import Trace, TraceMeta, coarse_clock_ns, tie_counts
+from .trace import SEPARATE_SPACES, Trace, TraceMeta, coarse_clock_ns, tie_counts
 
 MODEL_VERSION = 1
 DEFAULT_WINDOW_NS = 30 * 60 * 10**9
@@ -243,10 +243,6 @@ def _check_positive(**values: float) -> None:
     for name, value in values.items():
         if not (value > 0 and math.isfinite(value)):
             raise IotwinError(f"--{name} must be a positive number, not {value}")
-
-
-# Stream kinds whose streams do not share addresses (validate.address_space agrees).
-SEPARATE_SPACES = ("device", "volume")
 
 
 class ShortTraceWarning(UserWarning):

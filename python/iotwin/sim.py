@@ -23,7 +23,7 @@ from . import _core
 from .devices import describe, resolve
 from .errors import IotwinError
 from .layout import on_virtual_device
-from .trace import Trace, coarse_clock_ns
+from .trace import SEPARATE_SPACES, Trace, coarse_clock_ns
 
 T = TypeVar("T")
 
@@ -157,6 +157,17 @@ def arrival_times(trace: Trace) -> tuple[np.ndarray, str]:
     return spread, f"clock tick {tick / 1e9:g} s: spread over each tick"
 
 
+def volume_spaces(trace: Trace) -> np.ndarray | None:
+    """Each request's volume as a dense id where the trace's streams are volumes or devices
+    (Tencent's volumes, TPC-C's disks): they share the simulated device at their own offsets,
+    and a tiered device's cache keeps their equal offsets apart, as the miss ratios of
+    `validate` do. None for one address space (files are laid apart by `placed`)."""
+    if trace.meta.stream_by not in SEPARATE_SPACES or len(trace) == 0:
+        return None
+    uniq, ids = np.unique(trace.numpy("stream", np.uint32), return_inverse=True)
+    return ids.astype(np.uint32) if len(uniq) > 1 else None
+
+
 def simulate(
     trace: Trace, device: str | dict[str, Any], intensity: float = 1.0, seed: int = 0
 ) -> SimResult:
@@ -179,6 +190,7 @@ def simulate(
             float(intensity),
             response_ns,
             demand_ns,
+            volume_spaces(trace),
         )
     except ValueError as exc:
         raise IotwinError(

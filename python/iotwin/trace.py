@@ -19,6 +19,10 @@ from .formats.base import CANONICAL_SCHEMA, OPTIONAL_SCHEMA
 META_PREFIX = "iotwin."
 TRACE_VERSION = 1
 
+# Stream kinds whose streams do not share addresses: each volume's or device's equal offsets
+# are different data (fit's re-references, validate's miss ratios, the simulator's cache).
+SEPARATE_SPACES = ("device", "volume")
+
 
 @dataclass
 class TraceMeta:

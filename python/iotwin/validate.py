@@ -29,7 +29,7 @@ from .characterize import characterize
 from .errors import IotwinError
 from .formats.base import OP_READ, OP_WRITE
 from .layout import on_virtual_device
-from .trace import Trace
+from .trace import SEPARATE_SPACES, Trace
 
 CACHE_FRACTIONS = (0.01, 0.02, 0.05, 0.10, 0.20, 0.50)
 BLOCK = 4096
@@ -311,7 +311,7 @@ def address_space(t: Trace) -> np.ndarray:
     """Which requests share a cache's address space: one per volume or device for block
     traces of several devices, one per file for file-level traces, else one."""
     df = t.df
-    if t.meta.stream_by in ("device", "volume"):
+    if t.meta.stream_by in SEPARATE_SPACES:
         key = df.get_column("stream").cast(pl.UInt64)
     else:
         key = pl.Series([0] * df.height, dtype=pl.UInt64)

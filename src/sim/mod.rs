@@ -18,6 +18,8 @@ pub struct Requests<'a> {
     pub op: &'a [u8],
     pub offset: &'a [u64],
     pub size: &'a [u32],
+    /// Each request's address space (`SimRequest::space`); None: one space.
+    pub space: Option<&'a [u32]>,
 }
 
 /// What `simulate` writes per request, in trace order, into the caller's arrays (Python's:
@@ -81,10 +83,13 @@ pub fn simulate(
         op,
         offset,
         size,
+        space,
     } = *req;
     let n = ts_ns.len();
+    let space_of = |i: usize| space.map_or(0, |s| s[i]);
     if [
         op.len(),
+        space.map_or(n, <[u32]>::len),
         offset.len(),
         size.len(),
         out.response_ns.len(),
@@ -105,7 +110,14 @@ pub fn simulate(
         if let (Some(&ahead), Some(&bytes)) =
             (offset.get(i + PREFETCH_AHEAD), size.get(i + PREFETCH_AHEAD))
         {
-            device.prefetch(ahead, bytes);
+            device.prefetch(space_of(i + PREFETCH_AHEAD), ahead, bytes);
+        }
+        if space_of(i) >= device::SPACES {
+            return Err(format!(
+                "request {i} is in address space {}, past the {} a simulation holds",
+                space_of(i),
+                device::SPACES
+            ));
         }
         let end = offset[i] + size[i] as u64;
         if end > capacity {
@@ -118,6 +130,7 @@ pub fn simulate(
             op: op[i],
             offset: offset[i],
             size: size[i],
+            space: space_of(i),
         };
         let done = device.submit(&r);
         let busy_after = device.busy_ns();

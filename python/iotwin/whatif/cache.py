@@ -41,9 +41,10 @@ def data_touched(trace: Trace) -> tuple[int, dict[str, float | None]]:
 def shared_offsets(trace: Trace) -> float | None:
     """The share of requests that start on a 4 KiB block where another volume's (or
     device's) requests start too, None where the trace has one address space or its files are
-    laid apart (file-level traces). The simulated device keeps each volume at its own
-    offsets, so its cache takes such blocks for one (docs/simulator.md): Tencent's volumes
-    share a file-system layout, 8.0% of its requests so, its twin's 0.4%."""
+    laid apart (file-level traces). Tencent's volumes share a file-system layout: 8.0% of its
+    requests so, its twin's 0.4%. The simulated device keeps each volume at its own offsets,
+    which its head sees as near, while its cache keys each volume's blocks apart
+    (`sim.volume_spaces`; docs/simulator.md)."""
     from ..cache import SPACE_SHIFT
     from ..validate import address_space
 
@@ -529,29 +530,6 @@ def baseline_caution(r: dict[str, Any]) -> str | None:
 BUSY_TOLERANCE = 1.25
 
 
-# The original's share of requests on offsets other volumes use too past which a cache
-# study says the device's cache takes them for one block.
-SHARED_TOLERANCE = 0.01
-
-
-def shared_caution(r: dict[str, Any]) -> str | None:
-    """A warning where the original's volumes start requests on the same offsets
-    (`shared_offsets`): the simulated device keeps each volume at its own offsets, so its cache
-    counts another volume's block as re-use, which a twin placing each volume's requests
-    alone does not reproduce."""
-    shares = r.get("shared_offsets") or {}
-    original, twin = shares.get("original"), shares.get("twin")
-    if original is None or original < SHARED_TOLERANCE:
-        return None
-    of_twin = "" if twin is None else f", against {twin:.1%} of the twin's"
-    return (
-        f"the volumes share this device's offsets: {original:.1%} of the original's requests "
-        f"start on a 4 KiB block another volume's requests start on{of_twin}; its cache "
-        f"takes them for one block, so part of the original's speedup comes from hits between "
-        f"volumes"
-    )
-
-
 def busy_caution(r: dict[str, Any]) -> str | None:
     """A warning when the cache saves the twin's disk far more (or less) work than the
     original's at some size (busy-time speedups more than 1.25x apart), even where the
@@ -583,7 +561,6 @@ def cautions(r: dict[str, Any]) -> list[str]:
         footprint_caution(r),
         reuse_caution(r),
         reads_alone_caution(r),
-        shared_caution(r),
         busy_caution(r),
         baseline_caution(r),
     )

@@ -18,7 +18,14 @@ pub struct SimRequest {
     pub op: u8,
     pub offset: u64,
     pub size: u32,
+    /// The request's address space (its volume, where several share the device; else 0):
+    /// equal offsets of different spaces are different data to a cache, though the same
+    /// place to the head.
+    pub space: u32,
 }
+
+/// Address spaces a simulation may hold (a tiered device keys blocks by space and block).
+pub const SPACES: u32 = 1 << 20;
 
 /// Counters a device reports after a run.
 #[derive(Debug, Clone, Default)]
@@ -42,9 +49,9 @@ pub trait Device: Send {
     fn busy_ns(&self) -> u64;
     /// Bytes the device holds; requests must fall inside.
     fn capacity(&self) -> u64;
-    /// A hint that a request for `size` bytes at `offset` comes soon (a cache fetches its
-    /// lookups' memory).
-    fn prefetch(&self, _offset: u64, _size: u32) {}
+    /// A hint that a request for `size` bytes at `offset` of address space `space` comes
+    /// soon (a cache fetches its lookups' memory).
+    fn prefetch(&self, _space: u32, _offset: u64, _size: u32) {}
 }
 
 /// Builds a device from its JSON spec and a seed.

@@ -57,11 +57,26 @@ pub struct Tiered {
     hits: u64,
     misses: u64,
     writebacks: u64,
+    /// The address space of the HDD's latest request: the elevator goes on from the head
+    /// within it.
+    head_space: u32,
 }
 
-/// The 4 KiB blocks `size` bytes at `offset` touch (none for 0 bytes).
-fn blocks_of(offset: u64, size: u32) -> std::ops::Range<u64> {
-    offset / PAGE..offset / PAGE + super::ssd::pages(offset, size)
+/// A block's key holds its address space above its block number (as `cache.SPACE_SHIFT`
+/// does in Python): volumes sharing the device keep their data apart in the cache, while the
+/// head sees their offsets as they are.
+const SPACE_SHIFT: u32 = 44;
+const BLOCK_BITS: u64 = (1 << SPACE_SHIFT) - 1;
+
+/// The key of block 0 of address space `space` (below `super::SPACES`).
+fn space_base(space: u32) -> u64 {
+    (space as u64) << SPACE_SHIFT
+}
+
+/// The keys of the 4 KiB blocks `size` bytes at `offset` of `space` touch (none for 0 bytes).
+fn blocks_of(space: u32, offset: u64, size: u32) -> std::ops::Range<u64> {
+    let first = space_base(space) + offset / PAGE;
+    first..first + super::ssd::pages(offset, size)
 }
 
 pub fn build(spec: &Value, seed: u64) -> Result<Box<dyn Device>, String> {
@@ -126,6 +141,7 @@ impl Tiered {
             hits: 0,
             misses: 0,
             writebacks: 0,
+            head_space: 0,
         })
     }
 
@@ -136,7 +152,7 @@ impl Tiered {
         self.evicted.clear();
         self.evicted_dirty.clear();
         let dirtying = r.op == 1 && self.write_back;
-        for block in blocks_of(r.offset, r.size) {
+        for block in blocks_of(r.space, r.offset, r.size) {
             let hit = if self.tracked {
                 let (ev, flags) = (&mut self.evicted, &mut self.evicted_dirty);
                 self.policy.access_tracked(block, dirtying, ev, flags)
@@ -179,22 +195,35 @@ impl Tiered {
 
     /// Writes back the run of contiguous pending blocks next from the head (elevator order).
     fn flush_one(&mut self, at: u64) {
-        let head = self.hdd.head() / PAGE;
+        let head = self.head_key();
         if let Some((first, blocks)) = self.pending.pop_next(head, FLUSH_RUN) {
             self.write_back_run(at, first, blocks);
         }
     }
 
-    /// One write of `blocks` contiguous blocks from `first` to the HDD, issued at `at`.
+    /// The key of the block under the HDD's head, in the space it last served.
+    fn head_key(&self) -> u64 {
+        space_base(self.head_space) + self.hdd.head() / PAGE
+    }
+
+    /// Serves `r` on the HDD; returns its completion time.
+    fn on_hdd(&mut self, r: &SimRequest) -> u64 {
+        self.head_space = r.space;
+        self.hdd.submit(r)
+    }
+
+    /// One write of `blocks` contiguous blocks from key `first` to the HDD, issued at `at`
+    /// (a run of keys never leaves its space: no device holds 2^44 blocks).
     fn write_back_run(&mut self, at: u64, first: u64, blocks: u64) {
         self.writebacks += blocks;
         let w = SimRequest {
             arrival_ns: at,
             op: 1,
-            offset: first * PAGE,
+            offset: (first & BLOCK_BITS) * PAGE,
             size: (blocks * PAGE) as u32,
+            space: (first >> SPACE_SHIFT) as u32,
         };
-        self.hdd.submit(&w);
+        self.on_hdd(&w);
     }
 
     /// Flushes while the HDD would otherwise sit idle before `until`.
@@ -210,7 +239,7 @@ impl Tiered {
     /// Writes back the run of contiguous dirty cached blocks next from the head; they stay
     /// cached, clean.
     fn clean_one(&mut self, at: u64) {
-        let head = self.hdd.head() / PAGE;
+        let head = self.head_key();
         let Some((first, blocks)) = self.cached_dirty.pop_next(head, FLUSH_RUN) else {
             return;
         };
@@ -229,15 +258,16 @@ impl Tiered {
         let hit_pages = super::ssd::pages(r.offset, r.size) - self.missed.len() as u64;
         let mut done = self.ssd.serve_pages(r.arrival_ns, 0, hit_pages);
         if let (Some(&lo), Some(&hi)) = (self.missed.first(), self.missed.last()) {
-            let start = (lo * PAGE).max(r.offset);
-            let end = ((hi + 1) * PAGE).min(r.offset + r.size as u64);
+            let start = ((lo & BLOCK_BITS) * PAGE).max(r.offset);
+            let end = (((hi & BLOCK_BITS) + 1) * PAGE).min(r.offset + r.size as u64);
             let fetch = SimRequest {
                 arrival_ns: r.arrival_ns,
                 op: 0,
                 offset: start,
                 size: (end - start) as u32,
+                space: r.space,
             };
-            let fetched = self.hdd.submit(&fetch);
+            let fetched = self.on_hdd(&fetch);
             self.ssd.serve_pages(fetched, 1, self.missed.len() as u64);
             done = done.max(fetched);
         }
@@ -250,9 +280,9 @@ impl Tiered {
         let pages = super::ssd::pages(r.offset, r.size);
         let mut done = self.ssd.serve_pages(r.arrival_ns, 1, pages);
         if !self.write_back {
-            done = done.max(self.hdd.submit(r));
+            done = done.max(self.on_hdd(r));
         }
-        let first = r.offset / PAGE;
+        let first = space_base(r.space) + r.offset / PAGE;
         // the request's blocks that its own misses pushed out (a cache smaller than the
         // request) are not cached any more
         let own_evicted = self
@@ -285,7 +315,7 @@ impl Tiered {
 impl Device for Tiered {
     fn submit(&mut self, r: &SimRequest) -> u64 {
         if self.policy.capacity() == 0 {
-            return self.hdd.submit(r); // no cache: the bare HDD
+            return self.on_hdd(r); // no cache: the bare HDD
         }
         self.flush_idle(r.arrival_ns);
         match r.op {
@@ -315,9 +345,9 @@ impl Device for Tiered {
         self.hdd.capacity()
     }
 
-    fn prefetch(&self, offset: u64, size: u32) {
+    fn prefetch(&self, space: u32, offset: u64, size: u32) {
         // every block: the map scatters neighbouring blocks
-        for block in blocks_of(offset, size).take(PREFETCH_BLOCKS) {
+        for block in blocks_of(space, offset, size).take(PREFETCH_BLOCKS) {
             self.policy.prefetch(block);
         }
     }
@@ -355,6 +385,32 @@ mod tests {
     }
 
     #[test]
+    fn spaces_keep_equal_offsets_apart_in_the_cache_not_at_the_head() {
+        let mut sp = spec();
+        sp["dirty_target"] = json!(1.0); // no cleaning: only evictions write back
+        let mut dev = Tiered::from_spec(&sp, 7).unwrap();
+        let write = |space: u32, i: u64| SimRequest {
+            arrival_ns: i * 50_000_000,
+            op: 1,
+            offset: 8 * 4096,
+            size: 4096,
+            space,
+        };
+        // one block of each of 65 spaces: the 64-block cache evicts space 0's dirty block
+        for space in 0..65 {
+            dev.submit(&write(space, space as u64));
+        }
+        let r = dev.report();
+        assert_eq!((r.cache_hits, r.cache_misses, r.writebacks), (0, 65, 0));
+        // the same offset in a space still cached is a hit; before it, while the disk
+        // idled, the evicted block was written back at its offset in its space
+        dev.submit(&write(64, 100));
+        let r = dev.report();
+        assert_eq!((r.cache_hits, r.writebacks), (1, 1));
+        assert_eq!((dev.hdd.head(), dev.head_space), (9 * 4096, 0));
+    }
+
+    #[test]
     fn policy_dirty_flags_give_the_same_run_as_the_devices_own_set() {
         let mut tracked = Tiered::from_spec(&spec(), 7).unwrap();
         let mut own = Tiered::from_spec(&spec(), 7).unwrap();
@@ -371,6 +427,7 @@ mod tests {
                 op: x.is_multiple_of(3) as u8,
                 offset: (x % 300) * 4096,
                 size: 4096 * (1 + (x >> 20) % 4) as u32,
+                space: 0,
             };
             assert_eq!(tracked.submit(&r), own.submit(&r), "request {i}");
             assert_eq!(tracked.pending, own.pending, "request {i}");
