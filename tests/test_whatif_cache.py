@@ -146,17 +146,17 @@ def test_caution_when_the_twin_is_no_closer_than_the_uniform_baseline(traces: Pa
     assert printed == (d["twin_max_error"] >= d["uniform_max_error"])
     assert printed  # measured: .110 against .087 over 12 twins
     # ... in response time only: the cache saves the twin the original's disk work (busy-time
-    # curves .003 apart, the baseline's .011) while the response-time curves are .18 apart.
+    # curves .010 apart, the baseline's .020) while the response-time curves are .18 apart.
     # TPC-C's twin serves its reads alone in the original's time (6.02 ms each), but they
     # arrive more bunched and wait longer (7.80 against 7.25 ms; docs/model.md)
-    assert d["twin_max_busy_error"] < 0.01 < d["uniform_max_busy_error"] < 0.05
+    assert d["twin_max_busy_error"] < 0.015 < d["uniform_max_busy_error"] < 0.05
     assert d["twin_max_error"] > 0.1
     assert d["busy_curves"]["original"][0] == 1.0 and d["busy_curves"]["original"][-1] > 1.5
     service, alone = d["reads_alone_service_ms"], d["reads_alone_ms"]
     assert service["twin"] == pytest.approx(service["original"], rel=0.005)
     assert alone["twin"] > 1.05 * alone["original"] > service["original"]
     flat = " ".join(table.output.split())  # the console wraps its lines
-    assert "in busy time: twin 0.003, uniform baseline 0.011" in flat
+    assert "in busy time: twin 0.010, uniform baseline 0.020" in flat
     assert "the twin does carry the disk work this cache saves" in flat
     assert "original 7.25 ms (6.02), twin 7.8 ms (6.02)" in flat
 
@@ -438,5 +438,7 @@ def test_shared_offsets_between_volumes_and_the_cache_keeping_them_apart() -> No
     written = simulate(trace([(1, 0), (2, 0)], op=1), resolve("tiered:size=4K,over=hdd-7200"))
     assert written.writebacks == 1  # the second evicts the first's block (one-block cache)
     assert written.cache_misses == 2
-    one_space = simulate(trace([(1, 0), (2, 0)], "thread", 1), resolve("tiered:size=4K,over=hdd-7200"))
+    one_space = simulate(
+        trace([(1, 0), (2, 0)], "thread", 1), resolve("tiered:size=4K,over=hdd-7200")
+    )
     assert (one_space.writebacks, one_space.cache_misses) == (0, 1)
