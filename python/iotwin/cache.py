@@ -23,12 +23,14 @@ def policies() -> list[tuple[str, str]]:
     return list(_core.cache_policies())
 
 
-def _space_ids(trace: Trace, keep: np.ndarray) -> np.ndarray | None:
-    """A dense id per request's address space (volume, device or file), or None when the
-    trace has a single one. Spaces follow `validate.address_space`, as the MRC does."""
+def space_ids(trace: Trace, keep: np.ndarray | None = None) -> np.ndarray | None:
+    """A dense id per request's address space (volume, device or file), of the requests
+    `keep` marks (all by default), or None when the trace has a single one. Spaces follow
+    `validate.address_space`, as the MRC does."""
     from .validate import address_space
 
-    space = address_space(trace)[keep]
+    space = address_space(trace)
+    space = space if keep is None else space[keep]
     uniq, ids = np.unique(space, return_inverse=True)
     if len(uniq) <= 1:
         return None
@@ -57,7 +59,7 @@ def block_stream(trace: Trace, block: int = BLOCK) -> np.ndarray:
         np.uint64
     )
     blocks = np.repeat(first, counts) + step
-    ids = _space_ids(trace, keep)
+    ids = space_ids(trace, keep)
     if ids is None:
         return blocks
     if blocks.size and int(blocks.max()) >= 1 << SPACE_SHIFT:

@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import _core
+from .cache import space_ids
 from .devices import describe, resolve
 from .errors import IotwinError
 from .layout import on_virtual_device
-from .trace import SEPARATE_SPACES, Trace, coarse_clock_ns
+from .trace import Trace, coarse_clock_ns
 
 T = TypeVar("T")
 
@@ -158,14 +159,13 @@ def arrival_times(trace: Trace) -> tuple[np.ndarray, str]:
 
 
 def volume_spaces(trace: Trace) -> np.ndarray | None:
-    """Each request's volume as a dense id where the trace's streams are volumes or devices
-    (Tencent's volumes, TPC-C's disks): they share the simulated device at their own offsets,
-    and a tiered device's cache keeps their equal offsets apart, as the miss ratios of
-    `validate` do. None for one address space (files are laid apart by `placed`)."""
-    if trace.meta.stream_by not in SEPARATE_SPACES or len(trace) == 0:
-        return None
-    uniq, ids = np.unique(trace.numpy("stream", np.uint32), return_inverse=True)
-    return ids.astype(np.uint32) if len(uniq) > 1 else None
+    """Each request's volume as a dense id where the `placed` trace's streams are volumes or
+    devices (Tencent's volumes, TPC-C's disks): they share the simulated device at their own
+    offsets, and a tiered device's cache keeps their equal offsets apart, as the miss ratios
+    of `validate` do (`cache.space_ids`). None for one address space (files were laid apart
+    by `placed`, which drops their ids)."""
+    ids = space_ids(trace)
+    return None if ids is None else ids.astype(np.uint32)
 
 
 def simulate(

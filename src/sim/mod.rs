@@ -100,6 +100,13 @@ pub fn simulate(
     {
         return Err(format!("every column and output must hold {n} requests"));
     }
+    if let Some(i) = space.and_then(|s| s.iter().position(|&x| x as u64 >= device::SPACES)) {
+        return Err(format!(
+            "request {i} is in address space {}, past the {} a simulation holds",
+            space_of(i),
+            device::SPACES
+        ));
+    }
     let capacity = device.capacity();
     let first = ts_ns.first().copied().unwrap_or(0);
     let per_intensity = 1.0 / intensity;
@@ -111,13 +118,6 @@ pub fn simulate(
             (offset.get(i + PREFETCH_AHEAD), size.get(i + PREFETCH_AHEAD))
         {
             device.prefetch(space_of(i + PREFETCH_AHEAD), ahead, bytes);
-        }
-        if space_of(i) >= device::SPACES {
-            return Err(format!(
-                "request {i} is in address space {}, past the {} a simulation holds",
-                space_of(i),
-                device::SPACES
-            ));
         }
         let end = offset[i] + size[i] as u64;
         if end > capacity {
@@ -151,6 +151,32 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refuses_a_space_past_the_keys() {
+        let spec = serde_json::json!({"kind": "hdd", "rpm": 7200, "average_seek_ms": 8.5,
+            "track_to_track_ms": 1.0, "full_stroke_ms": 18.0, "media_mb_per_s": 175,
+            "interface_mb_per_s": 600, "read_ahead_kib": 1024, "capacity_bytes": 1u64 << 36});
+        let mut dev = device::build(&spec, 1).unwrap();
+        let space = [0, device::SPACES as u32];
+        let req = Requests {
+            ts_ns: &[0, 1_000_000],
+            op: &[0, 0],
+            offset: &[0, 4096],
+            size: &[4096, 4096],
+            space: Some(&space),
+        };
+        let (mut resp, mut demand) = ([0u64; 2], [0u64; 2]);
+        let out = PerRequest {
+            response_ns: &mut resp,
+            demand_ns: &mut demand,
+        };
+        let err = simulate(dev.as_mut(), &req, 1.0, out).unwrap_err();
+        assert!(
+            err.starts_with("request 1 is in address space 1048576"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn round_ns_equals_f64_round() {

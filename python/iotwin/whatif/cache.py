@@ -42,7 +42,7 @@ def shared_offsets(trace: Trace) -> float | None:
     """The share of requests that start on a 4 KiB block where another volume's (or
     device's) requests start too, None where the trace has one address space or its files are
     laid apart (file-level traces). Tencent's volumes share a file-system layout: 8.0% of its
-    requests so, its twin's 0.4%. The simulated device keeps each volume at its own offsets,
+    requests so, its twin's 0.5%. The simulated device keeps each volume at its own offsets,
     which its head sees as near, while its cache keys each volume's blocks apart
     (`sim.volume_spaces`; docs/simulator.md)."""
     from ..cache import SPACE_SHIFT

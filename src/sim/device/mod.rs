@@ -24,8 +24,11 @@ pub struct SimRequest {
     pub space: u32,
 }
 
-/// Address spaces a simulation may hold (a tiered device keys blocks by space and block).
-pub const SPACES: u32 = 1 << 20;
+/// A block's key holds its address space above this many bits of block number (as
+/// `cache.SPACE_SHIFT` does in Python: no device holds 2^44 blocks of 4 KiB).
+pub const SPACE_SHIFT: u32 = 44;
+/// Address spaces a simulation may hold: the space ids that fit above the block bits.
+pub const SPACES: u64 = 1 << (64 - SPACE_SHIFT);
 
 /// Counters a device reports after a run.
 #[derive(Debug, Clone, Default)]

@@ -62,10 +62,9 @@ pub struct Tiered {
     head_space: u32,
 }
 
-/// A block's key holds its address space above its block number (as `cache.SPACE_SHIFT`
-/// does in Python): volumes sharing the device keep their data apart in the cache, while the
-/// head sees their offsets as they are.
-const SPACE_SHIFT: u32 = 44;
+// A block's key holds its address space above its block number: volumes sharing the device
+// keep their data apart in the cache, while the head sees their offsets as they are.
+use super::SPACE_SHIFT;
 const BLOCK_BITS: u64 = (1 << SPACE_SHIFT) - 1;
 
 /// The key of block 0 of address space `space` (below `super::SPACES`).
