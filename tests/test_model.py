@@ -657,6 +657,22 @@ def test_fitted_models_pass_the_schema(twins: dict) -> None:
         check_model(json.loads(json.dumps(m.doc)), f"kind {i}")
 
 
+def test_saved_models_hold_a_transition_a_line(twins: dict, tmp_path: Path) -> None:
+    """A saved model reads back as the very document, the same bytes each time, with the
+    document's and each stream's keys one a line and each transition one a line (compact,
+    not indented at every level: a third of the size)."""
+    _, model, _, _ = twins["msr_hm0_excerpt.csv"]
+    path = _saved(model, tmp_path / "m.json")
+    text = path.read_bytes()
+    assert Model.load(path).doc == model.doc
+    assert _saved(Model.load(path), tmp_path / "again.json").read_bytes() == text
+    lines = text.decode().splitlines()
+    assert lines[0] == "{" and lines[-1] == "}"
+    assert sum(line.startswith('    {"categories"') for line in lines) == model.transition_count
+    assert ' "format": "iotwin-model",' in lines and '   "id": 0,' in lines
+    assert len(text) < len(json.dumps(model.doc, indent=1)) / 2
+
+
 def _saved(model: Model, path: Path) -> Path:
     model.save(path)
     return path

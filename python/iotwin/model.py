@@ -70,9 +70,9 @@ class Model:
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
-        """Writes the model as JSON, atomically."""
+        """Writes the model as JSON (`model_json`), atomically."""
         with atomic_output(path) as tmp:
-            tmp.write_text(json.dumps(self.doc, indent=1) + "\n")
+            tmp.write_bytes(model_json(self.doc))
 
     @classmethod
     def load(cls, path: str | Path) -> Model:
@@ -353,6 +353,44 @@ def describe(
     # the core's own document: no schema check (a second or so on large models); saved
     # models are checked when loaded, and the tests load every fitted kind back
     return Model(doc)
+
+
+def model_json(doc: dict[str, Any]) -> bytes:
+    """A model document as JSON laid out to be read and diffed, yet compact: the document's
+    and each stream's keys one a line, and each record of their lists (a stream's transitions,
+    the trace's files) one a line, compact. Indenting every level instead made a 10M-request
+    bench model 30 MiB and took json.dumps 2.5-3.2 s (the fit itself about 1 s); this is
+    about 10 MiB, written by orjson in a few tens of milliseconds."""
+    return _json_object(doc, 0, expand="streams") + b"\n"
+
+
+def _json_object(obj: dict[str, Any], pad: int, expand: str | None = None) -> bytes:
+    """`obj` with a key a line at `pad` + 1 spaces; the list under `expand` holds objects
+    laid out the same way, one level deeper."""
+    inner = b" " * (pad + 1)
+    parts = []
+    for key, value in obj.items():
+        head = inner + orjson.dumps(key) + b": "
+        if key == expand and _records(value):
+            parts.append(head + _json_lines([_json_object(v, pad + 2) for v in value], pad + 1))
+        elif _records(value):
+            parts.append(head + _json_lines([orjson.dumps(v) for v in value], pad + 1))
+        else:
+            parts.append(head + orjson.dumps(value))
+    if not parts:
+        return b"{}"
+    return b"{\n" + b",\n".join(parts) + b"\n" + b" " * pad + b"}"
+
+
+def _json_lines(items: list[bytes], pad: int) -> bytes:
+    """A JSON list of already encoded items, one a line at `pad` + 1 spaces."""
+    inner = b" " * (pad + 1)
+    return b"[\n" + b",\n".join(inner + i for i in items) + b"\n" + b" " * pad + b"]"
+
+
+def _records(value: Any) -> bool:
+    """Whether `value` is a non-empty list of objects (laid out one a line)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
 def parse_json(text: str | bytes) -> Any:
