@@ -38,11 +38,12 @@ def test_twin_follows_the_original_and_the_uniform_baseline_does_not() -> None:
     # each stream kept its active stretch of each window: docs/model.md), each size's mean
     # inside the range of the twins; twins were added (3, 6, ...) until the twins' and the
     # uniform baseline's 95% intervals came within 2% of their means, or to the request
-    # budget's cap (53): the twins' are within 1.2%, the baseline's within 2.4% (it reached
-    # 2% at 48 twins before each window kept its share of reads), and the study says so
+    # budget's cap (53): the twins' are within 1.3%, the baseline's within 3.1% (2.4% before
+    # near cold requests drew the walk's random numbers in another order; it reached 2% at 48
+    # twins before each window kept its share of reads), and the study says so
     assert d["twins"] == 53 and d["seeds"] == list(range(53))
     assert d["precision"] == {"target": 0.02, "reached": False, "fixed": False}
-    for name, bound in (("twin", 0.02), ("uniform", 0.025)):
+    for name, bound in (("twin", 0.02), ("uniform", 0.035)):
         assert d["ci95"][name][0] == 0.0  # no cache: every realization's speedup is 1
         halves, means = d["ci95"][name][1:], d["curves"][name][1:]
         assert all(0 < h <= bound * m for h, m in zip(halves, means, strict=True))
@@ -144,21 +145,21 @@ def test_caution_when_the_twin_is_no_closer_than_the_uniform_baseline(traces: Pa
     table = runner.invoke(app, args, terminal_width=200)
     printed = "no closer to the original's than the uniform baseline's" in table.output
     assert printed == (d["twin_max_error"] >= d["uniform_max_error"])
-    assert printed  # measured: .110 against .087 over 12 twins
+    assert printed  # measured: .186 against .141 over 12 twins (.185 and .139 before near requests)
     # ... in response time only: the cache saves the twin the original's disk work (busy-time
-    # curves .010 apart, the baseline's .020) while the response-time curves are .18 apart.
+    # curves .011 apart, the baseline's .015) while the response-time curves are .20 apart.
     # TPC-C's twin serves its reads alone in the original's time (6.02 ms each), but they
     # arrive more bunched and wait longer (7.80 against 7.25 ms; docs/model.md)
-    assert d["twin_max_busy_error"] < 0.015 < d["uniform_max_busy_error"] < 0.05
+    assert d["twin_max_busy_error"] < 0.0125 < d["uniform_max_busy_error"] < 0.05
     assert d["twin_max_error"] > 0.1
     assert d["busy_curves"]["original"][0] == 1.0 and d["busy_curves"]["original"][-1] > 1.5
     service, alone = d["reads_alone_service_ms"], d["reads_alone_ms"]
     assert service["twin"] == pytest.approx(service["original"], rel=0.005)
     assert alone["twin"] > 1.05 * alone["original"] > service["original"]
     flat = " ".join(table.output.split())  # the console wraps its lines
-    assert "in busy time: twin 0.010, uniform baseline 0.020" in flat
+    assert "in busy time: twin 0.011, uniform baseline 0.015" in flat
     assert "the twin does carry the disk work this cache saves" in flat
-    assert "original 7.25 ms (6.02), twin 7.8 ms (6.02)" in flat
+    assert "original 7.25 ms (6.02), twin 7.78 ms (6.02)" in flat
 
 
 def test_auto_twins_come_in_rounds_within_the_request_budget() -> None:

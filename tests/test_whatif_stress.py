@@ -77,8 +77,9 @@ def test_without_injection_no_region_stands_out(clean) -> None:
         counts = [r["requests"] for r in step["regions"]]
         assert sum(counts) == step["requests"] == 113_872
         # the twin's top-level counts; the original's are 25,040 26,813 61,211 808 (the
-        # twin's were 25,050 26,804 61,210 808 before each window kept its share of reads)
-        assert counts == [25_042, 26_812, 61_211, 807]
+        # twin's were 25,050 26,804 61,210 808 before each window kept its share of reads,
+        # 25,042 26,812 61,211 807 before cold requests near the previous end came apart)
+        assert counts == [25_039, 26_813, 61_212, 808]
 
 
 def test_breakaway_is_where_the_peak_window_saturates(cloud_model, clean) -> None:

@@ -6,8 +6,9 @@ use super::dist::{choose, Iat};
 use super::hist::{bucket_range, Hist};
 use super::history::BLOCK;
 use super::stats::{
-    Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_RANDOM, KIND_REREF,
-    KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASE_BYTES,
+    Category, Fitter, StreamStats, TransStats, WindowStats, FLAT_DEPTH, KIND_NEAR, KIND_RANDOM,
+    KIND_REREF, KIND_RESUME, KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, NEAR_BYTES,
+    PHASE_BYTES,
 };
 use super::tree::TransKey;
 use serde_json::{json, Map, Value};
@@ -21,6 +22,7 @@ pub fn kind_name(kind: u8) -> &'static str {
         KIND_SEQ_REREF => "sequential-reref",
         KIND_RESUME => "resume",
         KIND_RESUME_REREF => "resume-reref",
+        KIND_NEAR => "near",
         _ => "random",
     }
 }
@@ -32,6 +34,7 @@ pub fn kind_code(name: &str) -> u8 {
         "sequential-reref" => KIND_SEQ_REREF,
         "resume" => KIND_RESUME,
         "resume-reref" => KIND_RESUME_REREF,
+        "near" => KIND_NEAR,
         _ => KIND_RANDOM,
     }
 }
@@ -271,6 +274,9 @@ fn stream_json(id: u32, s: &StreamStats, total: u64, w: &Windows, iat_family: &s
         if !h.counts.is_empty() {
             doc[key] = Value::Array(buckets(h));
         }
+    }
+    if !(s.jumps_ahead.counts.is_empty() && s.jumps_behind.counts.is_empty()) {
+        doc["near_bytes"] = json!(NEAR_BYTES); // the jumps split into near and random ones
     }
     doc
 }

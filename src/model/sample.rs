@@ -16,8 +16,8 @@ use super::nodemap::NodeMap;
 use super::opmix::{self, OpPlan};
 use super::segment::{self, Dealer, SegmentPlan, SEGMENT_REQUESTS};
 use super::stats::{
-    is_continuation, Category, RecentEnds, KIND_REREF, KIND_RESUME, KIND_RESUME_REREF,
-    KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
+    is_continuation, Category, RecentEnds, KIND_NEAR, KIND_RANDOM, KIND_REREF, KIND_RESUME,
+    KIND_RESUME_REREF, KIND_SEQUENTIAL, KIND_SEQ_REREF, PHASES, PHASE_BYTES,
 };
 use super::ties::{class_of, Merger, TieCounts};
 use super::tree::{TransKey, Tree};
@@ -470,6 +470,9 @@ struct StreamModel {
     jumps_ahead_total: u64,
     jumps_behind: Buckets,
     jumps_behind_total: u64,
+    /// Of the jumps ahead and behind, how many are near (`KIND_NEAR`: below `near_bytes`);
+    /// None in models from before the near kind, whose random requests jump by any.
+    near: Option<(u64, u64)>,
     /// Where the stream's requests lay, [lo, hi): its random requests stay inside (the whole
     /// space for models from before `extent`).
     extent: (u64, u64),
@@ -1300,8 +1303,13 @@ impl Sampler {
             // land so; over 12 twins simulated p95 +10.2% -> +9.5%, jump-distance TVD .193 -> .154)
             let prev = (start, end);
             if self.tree.leaf_of(start) == target {
-                if let Some(off) = jump_from(s, prev, room, cat.size as u64, reref, rng) {
-                    return (off, own);
+                // a near or far jump that lands nowhere new takes any jump before a uniform
+                // offset, which lands farther still
+                let size = cat.size as u64;
+                for jumps in [Jumps::of(s, cat.kind), Jumps::Any] {
+                    if let Some(off) = jump_from(s, jumps, prev, room, size, reref, rng) {
+                        return (off, own);
+                    }
                 }
             }
         }
@@ -1411,7 +1419,17 @@ fn pick_move(row: &[(u64, usize)], remaining: &[u64], mut u: u64) -> Option<(u64
 /// A value from a histogram of `total` counts (uniform inside its bucket): the bucket whose
 /// running sum first exceeds a uniform draw below the total (a search, not a scan).
 fn draw(buckets: &[(u64, u64, u64)], total: u64, rng: &mut Pcg64Mcg) -> u64 {
-    let u = rng.random_range(0..total);
+    draw_between(buckets, 0..total, rng)
+}
+
+/// A value drawn from the histogram's counts `counts` (a range of its running sum: the
+/// buckets wholly below a value are a prefix of it).
+fn draw_between(
+    buckets: &[(u64, u64, u64)],
+    counts: std::ops::Range<u64>,
+    rng: &mut Pcg64Mcg,
+) -> u64 {
+    let u = rng.random_range(counts);
     match buckets.get(buckets.partition_point(|b| b.2 <= u)) {
         Some(&(lo, hi, _)) => rng.random_range(lo..hi.max(lo + 1)),
         None => 0,
@@ -1508,31 +1526,76 @@ fn fresh_phase(s: &StreamModel, data: &DataMap, rng: &mut Pcg64Mcg) -> Option<u6
 
 /// Draws of an in-leaf jump before a random request falls back to a uniform offset.
 const JUMP_TRIES: usize = 4;
+/// The same for a near request, whose short jumps land on old data more often.
+const NEAR_TRIES: usize = 16;
+
+/// Which of a stream's in-leaf jumps a cold request draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Jumps {
+    /// All: models from before the near kind, and requests falling back to new data.
+    Any,
+    /// Those below `near_bytes` (`KIND_NEAR`).
+    Near,
+    /// Those at or above it (`KIND_RANDOM`, where the model has near requests).
+    Far,
+}
+
+impl Jumps {
+    /// What a request of `kind` jumps by in stream `s`.
+    fn of(s: &StreamModel, kind: u8) -> Jumps {
+        match (s.near, kind) {
+            (None, _) => Jumps::Any,
+            (Some(_), KIND_NEAR) => Jumps::Near,
+            (Some(_), KIND_RANDOM) => Jumps::Far,
+            _ => Jumps::Any,
+        }
+    }
+
+    /// The range of the running sums of the jumps ahead and behind it draws from.
+    fn counts(self, s: &StreamModel) -> [std::ops::Range<u64>; 2] {
+        let (ahead, behind) = (s.jumps_ahead_total, s.jumps_behind_total);
+        let (near_ahead, near_behind) = s.near.unwrap_or((ahead, behind));
+        match self {
+            Jumps::Any => [0..ahead, 0..behind],
+            Jumps::Near => [0..near_ahead, 0..near_behind],
+            Jumps::Far => [near_ahead..ahead, near_behind..behind],
+        }
+    }
+}
 
 /// Where a cold request lands by a jump drawn from its stream's in-leaf jumps from `end`,
 /// the previous request's end (it spans [start, end)): aligned, inside [lo, hi) (its leaf
 /// within the stream's extent) with room for `size`, not sequential, and on a block no
 /// request touched (a random request is a cold one, as in the fit). None when the stream has
 /// no jumps or no draw lands so.
+#[allow(clippy::too_many_arguments)]
 fn jump_from(
     s: &StreamModel,
+    jumps: Jumps,
     (start, end): (u64, u64),
     (lo, hi): (u64, u64),
     size: u64,
     history: Option<&History>,
     rng: &mut Pcg64Mcg,
 ) -> Option<u64> {
-    let total = s.jumps_ahead_total + s.jumps_behind_total;
+    let [ahead_counts, behind_counts] = jumps.counts(s);
+    let ahead_n = ahead_counts.end - ahead_counts.start;
+    let total = ahead_n + (behind_counts.end - behind_counts.start);
     if total == 0 {
         return None;
     }
     let align = s.alignment.max(1);
-    for _ in 0..JUMP_TRIES {
-        let ahead = rng.random_range(0..total) < s.jumps_ahead_total;
+    let tries = if jumps == Jumps::Near {
+        NEAR_TRIES
+    } else {
+        JUMP_TRIES
+    };
+    for _ in 0..tries {
+        let ahead = rng.random_range(0..total) < ahead_n;
         let off = if ahead {
-            end.checked_add(draw(&s.jumps_ahead, s.jumps_ahead_total, rng))
+            end.checked_add(draw_between(&s.jumps_ahead, ahead_counts.clone(), rng))
         } else {
-            end.checked_sub(draw(&s.jumps_behind, s.jumps_behind_total, rng))
+            end.checked_sub(draw_between(&s.jumps_behind, behind_counts.clone(), rng))
         };
         let Some(off) = off.and_then(|o| snap(s, o, ahead, align, rng)) else {
             continue;
@@ -2140,6 +2203,13 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
     let resume_reuse_by_op = by_op(v, "resume_reuse", "resume_reuse_write")?;
     let (jumps_ahead, jumps_ahead_total) = buckets(v, "jumps_ahead")?;
     let (jumps_behind, jumps_behind_total) = buckets(v, "jumps_behind")?;
+    let near = match v.get("near_bytes") {
+        Some(n) => {
+            let n = n.as_u64().ok_or("near_bytes: expected an integer")?;
+            Some((below(&jumps_ahead, n), below(&jumps_behind, n)))
+        }
+        None => None,
+    };
     let windows: Vec<u64> = v
         .get("windows")
         .and_then(Value::as_array)
@@ -2173,6 +2243,7 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         jumps_ahead_total,
         jumps_behind,
         jumps_behind_total,
+        near,
         extent: extent(v)?,
         blocks_per_request,
         spans: spans(v)?,
@@ -2291,6 +2362,16 @@ fn phases(v: &Value) -> Result<Option<[u64; PHASES]>, Err> {
 
 /// A stream's [lo, hi, count] histogram `key` (empty when absent) with running sums in place
 /// of the counts, and its total count.
+/// How many of the histogram's values lie in buckets wholly below `limit`.
+fn below(b: &Buckets, limit: u64) -> u64 {
+    let n = b.partition_point(|x| x.1 <= limit);
+    if n == 0 {
+        0
+    } else {
+        b[n - 1].2
+    }
+}
+
 fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
     let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
     let mut total = 0u64;
