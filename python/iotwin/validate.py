@@ -52,6 +52,7 @@ TOLERANCES: dict[str, float] = {
     "reuse": 0.05,
     "jump_distance": 0.10,
     "op_jump_distance": 0.10,
+    "op_switches": 0.05,
     "offset_phase": 0.05,
     "burstiness": 0.50,
     "fluctuation_correlation": 0.20,
@@ -132,7 +133,9 @@ def validate(
 # level (a walk's runs are geometric), nor is the 4 KiB phase (one per stream), so none can
 # tell levels apart: in the score they would add only the noise of one twin's draws (MSR's
 # 1,000 requests: the phase alone moved its level sweep's choice from 2 to 3 levels).
-UNSCORED = ("weight", "long_runs", "offset_phase", "op_jump_distance")
+# The walk carries no operation either: its switches between reads and writes follow from how
+# its leaves' transitions mix them, which no added level sets.
+UNSCORED = ("weight", "long_runs", "offset_phase", "op_jump_distance", "op_switches")
 
 
 def fidelity_score(metrics: list[Metric]) -> float:
@@ -213,6 +216,16 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
         )
     )
     out += op_jump_metrics(a, b, tol["op_jump_distance"])
+    out.append(
+        Metric(
+            "op_switch_share",
+            "op_switches",
+            op_switch_share(a),
+            op_switch_share(b),
+            "absolute",
+            tol["op_switches"],
+        )
+    )
     out.append(
         Metric(
             "offset_phase_tvd",
@@ -434,6 +447,21 @@ def op_jump_metrics(a: Trace, b: Trace, tolerance: float) -> list[Metric]:
             Metric(f"{name}_jump_tvd", "op_jump_distance", 0.0, distance, "distance", tolerance)
         )
     return out
+
+
+def op_switch_share(t: Trace) -> float | None:
+    """Of the pairs of consecutive requests of one stream, the share whose operations differ
+    (a read after a write, a write after a read); None without such a pair. The read fraction
+    can match while this does not: msr_hm0 reads and writes in bursts of one operation (1.7%
+    of its pairs switch), so a write-back cache leaves its read bursts no writes to wait
+    behind."""
+    stream = t.df["stream"].to_numpy()
+    order = np.argsort(stream, kind="stable")
+    stream, op = stream[order], t.df["op"].to_numpy()[order]
+    pairs = stream[1:] == stream[:-1]
+    if not pairs.any():
+        return None
+    return float(((op[1:] != op[:-1]) & pairs).sum() / pairs.sum())
 
 
 PHASE_BYTES = 512  # the steps of a 4 KiB block at which a request may start
