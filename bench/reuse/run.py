@@ -6,7 +6,8 @@ footprints of original and twin, the request-level read hit ratio of a global LR
 blocks (25,000 blocks, or 1/8 of the footprint), the
 `whatif cache` speedup curves (original vs twin), `sim` mean/p95 at the auto intensity on
 hdd-7200, and each one's reads alone on that disk (what it serves once a write-back cache
-takes the writes). Usage: python bench/reuse/run.py [TRACE ...] [--json OUT] [--write-results]
+takes the writes). Usage: python bench/reuse/run.py [TRACE ...] [--bursts] [--json OUT]
+[--write-results] (--bursts fits every model with its streams' burst lengths)
 (IOTWIN_SHARED locates the traces; --write-results replaces the `reuse` section of
 bench/RESULTS.md).
 """
@@ -66,9 +67,9 @@ def read_hit_ratio(t: iotwin.Trace, blocks: int) -> float:
     return hits / max(1, reads)
 
 
-def measure(name: str, path: Path, stream_by: str | None) -> dict:
+def measure(name: str, path: Path, stream_by: str | None, bursts: bool = False) -> dict:
     trace = iotwin.load_trace(path, opts=ReadOptions(stream_by=stream_by))
-    model = fit(trace)
+    model = fit(trace, bursts=bursts)
     twin = model.synth(requests=len(trace), seed=0)
     sizes = cache_sizes(trace)
     ca, cb = lru(trace, sizes), lru(twin, sizes)
@@ -142,7 +143,7 @@ def main() -> None:
     for name, (path, stream_by) in TRACES.items():
         if only and name not in only:
             continue
-        results[name] = measure(name, path, stream_by)
+        results[name] = measure(name, path, stream_by, "--bursts" in args)
         print(name, json.dumps(results[name]), flush=True)
     if out:
         Path(out).write_text(json.dumps(results, indent=1))

@@ -365,6 +365,14 @@ def fit(
             "toward it (off: as the paper's walk draws them).",
         ),
     ] = True,
+    bursts: Annotated[
+        bool,
+        typer.Option(
+            "--bursts/--no-bursts",
+            help="Keep each stream's burst lengths (runs of requests under 5 ms apart) and "
+            "move the twin's long gaps in each window to follow them.",
+        ),
+    ] = False,
     seed: Annotated[
         int, typer.Option("--seed", help="Seed of the twins scored by --levels auto.")
     ] = 0,
@@ -392,6 +400,8 @@ def fit(
     window_s = parse_duration(window) if window else None
     if calibrate and (cluster is not None or is_dataset(trace)):
         raise IotwinError("--calibrate needs the trace in memory: fit a trace file, not a dataset")
+    if bursts and (cluster is not None or is_dataset(trace)):
+        raise IotwinError("--bursts needs the trace in memory: fit a trace file, not a dataset")
     if is_dataset(trace) and levels != "auto" and not types:
         model = _fit_dataset(
             trace, _levels(levels), fanout, flat, window_s, iat, reref,
@@ -413,6 +423,7 @@ def fit(
         reref=reref,
         types=types,
         window_reads=window_reads,
+        bursts=bursts,
     )
     if levels == "auto":
         doing = "sweeping levels 1..8 (fit, synthesize, validate)"

@@ -266,13 +266,16 @@ def fit(
     types: bool = False,
     reuse_scope: str = "auto",
     window_reads: bool = True,
+    bursts: bool = False,
 ) -> Model:
     """Fits the hierarchical (or flat) model to a canonical trace. With `types`, streams are
     classified (seed 000 Table II) and one sub-model per type is fitted, with its count.
     `reuse_scope` "auto" measures re-references against all streams' history where streams
     share one address space (not devices or volumes); "stream" keeps them per stream.
     `window_reads` keeps each fluctuation window's reads, toward which the twin steers its
-    operations (an extension: without it, operations as the paper's walk draws them)."""
+    operations (an extension: without it, operations as the paper's walk draws them).
+    `bursts` keeps each stream's burst lengths, which the twin's gaps then follow in each
+    window (an extension, off by default: docs/model.md, "bursts")."""
     check_settings(iat, levels, fanout)
     if len(trace) == 0:
         raise IotwinError("cannot fit a model to an empty trace")
@@ -318,6 +321,11 @@ def fit(
     doc["ties"] = ties
     if not window_reads:
         drop_window_reads(doc)
+    if bursts:
+        if type_of is not None:
+            raise IotwinError("bursts are kept per stream: fit them without --types")
+        if trace.meta.timed:
+            add_bursts(doc, trace)
     if type_of is not None:
         labels = sorted(set(type_of.values()))
         for s in doc["streams"]:
@@ -452,6 +460,34 @@ def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
     )
     joined = trace.df.select("stream").join(mapping, on="stream", how="left", maintain_order="left")
     return np.ascontiguousarray(joined.get_column("group").to_numpy(), dtype=np.uint32)
+
+
+# A gap at or above this ends a stream's burst (the core's BURST_GAP_NS).
+BURST_GAP_NS = 5_000_000
+
+
+def burst_lengths(trace: Trace) -> dict[int, np.ndarray]:
+    """Per stream, the requests of each of its bursts in time order: runs of requests less
+    than BURST_GAP_NS apart."""
+    stream = trace.numpy("stream", np.uint32)
+    order = np.argsort(stream, kind="stable")
+    stream, ts = stream[order], trace.numpy("ts_ns", np.int64)[order]
+    ends = np.flatnonzero(np.r_[(stream[1:] != stream[:-1]) | (np.diff(ts) >= BURST_GAP_NS), True])
+    lengths = np.diff(np.r_[-1, ends])
+    return {int(s): lengths[stream[ends] == s] for s in np.unique(stream[ends]).tolist()}
+
+
+def add_bursts(doc: dict[str, Any], trace: Trace) -> None:
+    """Each stream's `bursts`: how many of its bursts held each number of requests, as
+    [n, n + 1, count] buckets. The twin moves each window's long gaps so that its bursts
+    take these lengths (msr_hm0's `whatif cache` curve 1.54 -> 0.41 off, docs/model.md)."""
+    by_stream = burst_lengths(trace)
+    for s in doc["streams"]:
+        lengths = by_stream.get(int(s["id"]))
+        if lengths is None or len(lengths) < 2:
+            continue
+        values, counts = np.unique(lengths, return_counts=True)
+        s["bursts"] = [[int(v), int(v) + 1, int(c)] for v, c in zip(values, counts, strict=True)]
 
 
 def drop_window_reads(doc: dict[str, Any]) -> None:

@@ -51,6 +51,7 @@ class Workload:
         model: Model | None = None,
         levels: int | None = None,
         calibrate: int = 0,
+        bursts: bool = False,
     ) -> None:
         if original is None and model is None:
             raise ValueError("a workload needs a trace or a model")
@@ -59,6 +60,7 @@ class Workload:
         self._model = model
         self._levels = levels
         self._calibrate = calibrate
+        self._bursts = bursts
 
     @property
     def model(self) -> Model:
@@ -69,7 +71,7 @@ class Workload:
         if self._model is None:
             assert self.original is not None
             levels = {} if self._levels is None else {"levels": self._levels}
-            self._model = fit(self.original, **levels)
+            self._model = fit(self.original, bursts=self._bursts, **levels)
             if self._calibrate:
                 from ..calibrate import calibrate
 
@@ -186,19 +188,24 @@ def is_model_file(path: Path) -> bool:
 
 
 def load_workload(
-    path: Path, trace_loader, levels: int | str | None = None, calibrate: int = 0
+    path: Path,
+    trace_loader,
+    levels: int | str | None = None,
+    calibrate: int = 0,
+    bursts: bool = False,
 ) -> Workload:
     """A model file as it is, or a trace to be fitted with default settings (or `levels`)
     when a study first needs its model, and calibrated over `calibrate` rounds."""
     if is_model_file(path):
-        if calibrate:
-            raise IotwinError(f"--calibrate tunes a model to its trace: give the trace, not {path}")
+        if calibrate or bursts:
+            flag = "--calibrate tunes a model to" if calibrate else "--bursts are fitted from"
+            raise IotwinError(f"{flag} its trace: give the trace, not {path}")
         return Workload(path.name, None, Model.load(path))
     trace = trace_loader(path)
     if len(trace) == 0:
         raise IotwinError(f"{path}: the trace has no requests")
     levels = None if levels is None else int(levels)
-    return Workload(path.name, trace, levels=levels, calibrate=calibrate)
+    return Workload(path.name, trace, levels=levels, calibrate=calibrate, bursts=bursts)
 
 
 def auto_intensity(trace: Trace, device: str | dict, seed: int = 0) -> float:

@@ -254,6 +254,13 @@ def cache_cmd(
             "rounds (iotwin fit --calibrate; 0: off).",
         ),
     ] = 0,
+    bursts: Annotated[
+        bool,
+        typer.Option(
+            "--bursts/--no-bursts",
+            help="Fit the twin with each stream's burst lengths (iotwin fit --bursts).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     out: OutOpt = None,
     plot: PlotOpt = None,
@@ -275,7 +282,11 @@ def cache_cmd(
     sizes_list, scale, count = _sizes(sizes), parse_intensity(intensity), parse_twins(twins)
 
     w = load_workload(
-        workload, lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt), None, calibrate
+        workload,
+        lambda p: load_trace_quietly(p, format, stream_by, skip_bad, opt),
+        None,
+        calibrate,
+        bursts,
     )
     with err_console.status(
         "fitting the twin" + (" and calibrating it" if calibrate else "") + " ..."
