@@ -400,6 +400,13 @@ def levels_cmd(
     ] = "auto",
     seed: SeedOpt = 0,
     twins: TwinsOpt = "auto",
+    bursts: Annotated[
+        bool,
+        typer.Option(
+            "--bursts/--no-bursts",
+            help="Fit each level with its streams' burst lengths (iotwin fit --bursts).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
     out: OutOpt = None,
     plot: PlotOpt = None,
@@ -419,7 +426,7 @@ def levels_cmd(
     data = load_trace_quietly(trace, format, stream_by, skip_bad, opt)
     scale, count = parse_intensity(intensity), parse_twins(twins)
     with err_console.status(f"fitting, synthesizing and simulating levels 1-{max_levels} ..."):
-        result = study(data, device, max_levels, scale, seed, twins=count)
+        result = study(data, device, max_levels, scale, seed, twins=count, bursts=bursts)
     emit(result, json_out, out, render)
     if plot is not None:
         draw_plot(result, plot)

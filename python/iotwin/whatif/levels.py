@@ -46,10 +46,12 @@ def study(
     seed: int = 0,
     fanout: int = 4,
     twins: int | None = None,
+    bursts: bool = False,
 ) -> dict[str, Any]:
     """The levels study of `trace` on `device` (intensity None: auto on the original). Each
     level's response times are the means over `twins` twins (None: auto, in rounds until
-    every mean is precise: `replicate`), with the range of their errors."""
+    every mean is precise: `replicate`), with the range of their errors. `bursts` fits each
+    level with its streams' burst lengths (`fit(..., bursts=True)`)."""
     if not 1 <= max_levels <= MAX_LEVELS:
         raise IotwinError(f"--max-levels {max_levels}: expected 1 to {MAX_LEVELS}")
     if len(trace) == 0:
@@ -61,7 +63,7 @@ def study(
     with warnings.catch_warnings():
         # the sweep goes past the levels a short trace can fill on purpose
         warnings.simplefilter("ignore", ShortTraceWarning)
-        chosen, sweep_points = sweep(trace, fanout, seed, max_levels, full=True)
+        chosen, sweep_points = sweep(trace, fanout, seed, max_levels, full=True, bursts=bursts)
     base_p95 = base.percentile_ms(95)
     windows = _windows(sweep_points[0].model)
 
