@@ -1760,8 +1760,8 @@ impl<'a> Bursts<'a> {
     /// The histogram and a generator of its own for the window starting at `start` (so a
     /// window's draws do not depend on how the stream was split into segments).
     fn of(&self, start: f64) -> Option<(&'a (Buckets, u64), Pcg64Mcg)> {
-        let rng = Pcg64Mcg::seed_from_u64(self.seed ^ start.to_bits().wrapping_mul(0x9E37_79B9));
-        self.hist.map(|h| (h, rng))
+        let seed = self.seed ^ start.to_bits().wrapping_mul(0x9E37_79B9);
+        self.hist.map(|h| (h, Pcg64Mcg::seed_from_u64(seed)))
     }
 }
 
