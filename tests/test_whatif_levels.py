@@ -178,19 +178,28 @@ def test_msr_twin_mean_within_5pct(traces: Path) -> None:
     assert twin[9]["read_response_s"] > 2.5 * original[9]["read_response_s"]
 
 
-def test_msr_with_its_bursts_trades_the_bare_disk_mean_for_the_cache_curve(traces: Path) -> None:
+def test_msr_with_its_bursts_keeps_the_mean_and_misses_the_p95(traces: Path) -> None:
     """With its bursts (`--bursts`: docs/model.md, "bursts") msr_hm0's twin follows the
-    original's cache curve (.440 off against 1.607, tests/test_whatif_cache.py), but on the
-    bare disk its mean falls to -9.6% +- 1.5% and its p95 to -13.0% (384 twins; without them
-    -2.0% and +0.9%): main's mean matched by errors that cancel, its reads over-queued in the
-    busy window 9 and its flushes under-queued in window 0, and with the reads right the
-    flushes' missing queueing shows. So bursts are off by default."""
+    original's cache curve at both ends (tests/test_whatif_cache.py) and on the bare disk
+    its mean comes within +0.7% +- 1.4% of the original's (192 twins; session 48's bursts,
+    the stream's lengths in every window: -9.6%), but its p95 is 17.0% under: the mean
+    matches by errors that cancel, as without bursts. The twin's walk cannot steer its
+    windows' operations (reads and writes sit on leaves apart), so its busy window 9 holds
+    297 reads of the original's 502 and its reads queue behind the writes there (18.0 s
+    against 9.0 s of response), while window 0's flushes queue less (9.1 against 13.5 s).
+    So bursts stay off by default."""
     r = study(load_trace(traces / "msr_hm0_excerpt.csv"), "hdd-7200", max_levels=3, bursts=True)
-    assert r["chosen"] == 2 and r["twins"] == 384
+    assert r["chosen"] == 2 and r["twins"] == 192
     chosen = next(p for p in r["points"] if p["levels"] == r["chosen"])
-    assert chosen["mean_error"] == pytest.approx(-0.0961, abs=5e-4)
-    assert chosen["p95_error"] == pytest.approx(-0.1304, abs=5e-4)
-    assert abs(chosen["mean_error"]) - chosen["mean_error_ci95"] > 0.05  # past the bar
+    assert chosen["mean_error"] == pytest.approx(0.0073, abs=5e-4)
+    assert chosen["p95_error"] == pytest.approx(-0.1701, abs=5e-4)
+    assert abs(chosen["mean_error"]) + chosen["mean_error_ci95"] < 0.05  # within the bar
+    assert abs(chosen["p95_error"]) - chosen["p95_error_ci95"] > 0.10  # past it
+    busy = r["by_window"]["twin"][9]
+    assert (
+        busy["reads"] < 320
+        and busy["response_s"] > 1.5 * r["by_window"]["original"][9]["response_s"]
+    )
 
 
 def test_cli_json_and_table(traces: Path, tmp_path: Path) -> None:

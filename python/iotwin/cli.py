@@ -369,8 +369,8 @@ def fit(
         bool,
         typer.Option(
             "--bursts/--no-bursts",
-            help="Keep each stream's burst lengths (runs of requests under 5 ms apart) and "
-            "move the twin's long gaps in each window to follow them.",
+            help="Keep each window's burst lengths (runs of requests under 5 ms apart) and "
+            "the shape of its gaps, which the twin's gaps in that window then follow.",
         ),
     ] = False,
     seed: Annotated[

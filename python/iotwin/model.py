@@ -462,35 +462,79 @@ def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
     return np.ascontiguousarray(joined.get_column("group").to_numpy(), dtype=np.uint32)
 
 
-# A gap at or above this ends a stream's burst (the core's BURST_GAP_NS).
+# A gap at or above this ends a stream's burst (written to the model as `burst_gap_ns`).
 BURST_GAP_NS = 5_000_000
+# Quantiles kept of each window's short and long gaps, evenly from the shortest to the longest.
+GAP_QUANTILES = 16
 
 
-def burst_lengths(trace: Trace) -> dict[int, np.ndarray]:
-    """Per stream, the requests of each of its bursts in time order: runs of requests less
-    than BURST_GAP_NS apart."""
+def stream_times(trace: Trace) -> dict[int, np.ndarray]:
+    """Per stream, its requests' times in order."""
     stream = trace.numpy("stream", np.uint32)
     order = np.argsort(stream, kind="stable")
     stream, ts = stream[order], trace.numpy("ts_ns", np.int64)[order]
-    ends = np.flatnonzero(np.r_[(stream[1:] != stream[:-1]) | (np.diff(ts) >= BURST_GAP_NS), True])
-    lengths = np.diff(np.r_[-1, ends])
-    # the bursts come stream after stream: split them where the stream changes
-    ids, first = np.unique(stream[ends], return_index=True)
-    return dict(zip(ids.tolist(), np.split(lengths, first[1:]), strict=True))
+    ids, first = np.unique(stream, return_index=True)
+    return dict(zip(ids.tolist(), np.split(ts, first[1:]), strict=True))
+
+
+def bursts_of(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A stream's bursts, runs of requests less than BURST_GAP_NS apart (`ts` in order): how
+    many requests each held, and when each began."""
+    ends = np.flatnonzero(np.r_[np.diff(ts) >= BURST_GAP_NS, True])
+    return np.diff(np.r_[-1, ends]), ts[np.r_[0, ends[:-1] + 1]]
+
+
+def burst_lengths(trace: Trace) -> dict[int, np.ndarray]:
+    """Per stream, the requests of each of its bursts in time order."""
+    return {k: bursts_of(ts)[0] for k, ts in stream_times(trace).items()}
+
+
+def length_buckets(lengths: np.ndarray) -> list[list[int]]:
+    """How many bursts held each number of requests, as [n, n + 1, count] buckets."""
+    values, counts = np.unique(lengths, return_counts=True)
+    return [[int(v), int(v) + 1, int(c)] for v, c in zip(values, counts, strict=True)]
 
 
 def add_bursts(doc: dict[str, Any], trace: Trace) -> None:
-    """Each stream's `bursts`: how many of its bursts held each number of requests, as
-    [n, n + 1, count] buckets. The twin moves each window's long gaps so that its bursts
-    take these lengths (msr_hm0's `whatif cache` curve 1.607 -> .440 off over its auto twins,
-    docs/model.md)."""
-    by_stream = burst_lengths(trace)
+    """Each stream's `bursts`: how many of its bursts held each number of requests; per
+    fluctuation window, `window_bursts`, the same for the bursts that began in it, and
+    `window_gaps`, the shape of its gaps within and between bursts. The twin moves each
+    window's long gaps so that its bursts take the window's lengths, and gives its gaps the
+    window's shape (docs/model.md, "bursts")."""
+    window_ns = max(1, int(doc["window_ns"]))
+    doc["burst_gap_ns"] = BURST_GAP_NS
+    times = stream_times(trace)
     for s in doc["streams"]:
-        lengths = by_stream.get(int(s["id"]))
-        if lengths is None or len(lengths) < 2:
+        ts = times.get(int(s["id"]), np.empty(0, np.int64))
+        lengths, starts = bursts_of(ts)
+        if len(lengths) < 2:
             continue
-        values, counts = np.unique(lengths, return_counts=True)
-        s["bursts"] = [[int(v), int(v) + 1, int(c)] for v, c in zip(values, counts, strict=True)]
+        s["bursts"] = length_buckets(lengths)
+        # a stream's bursts are in time order: its windows' bursts are runs of them
+        windows, first = np.unique(starts // window_ns, return_index=True)
+        pieces = np.split(lengths, first[1:])
+        s["window_bursts"] = [
+            [int(w), length_buckets(p)] for w, p in zip(windows, pieces, strict=True)
+        ]
+        s["window_gaps"] = window_gaps(ts, window_ns)
+
+
+def window_gaps(ts: np.ndarray, window_ns: int) -> list[list[Any]]:
+    """Per window with gaps, [window, short, long]: GAP_QUANTILES quantiles (ns) of the
+    stream's gaps under BURST_GAP_NS that end in it, and of those at or above it (empty where
+    it has none). The twin's gaps in the window take these shapes, rank for rank."""
+    gaps = np.diff(ts)
+    q = np.linspace(0.0, 1.0, GAP_QUANTILES)
+    windows, first = np.unique(ts[1:] // window_ns, return_index=True)  # in time order
+    out: list[list[Any]] = []
+    for w, g in zip(windows, np.split(gaps, first[1:]), strict=True):
+        short, long = g[g < BURST_GAP_NS], g[g >= BURST_GAP_NS]
+        shapes = [
+            np.quantile(x, q).round().astype(np.int64).tolist() if len(x) else []
+            for x in (short, long)
+        ]
+        out.append([int(w), *shapes])
+    return out
 
 
 def drop_window_reads(doc: dict[str, Any]) -> None:

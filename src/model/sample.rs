@@ -490,6 +490,14 @@ struct StreamModel {
     /// How many requests its bursts held (`bursts`: runs of requests under `BURST_GAP_NS`
     /// apart, cumulative buckets) and their total; empty in models without them.
     bursts: (Buckets, u64),
+    /// The same for the bursts that began in each fluctuation window (`window_bursts`; an
+    /// empty histogram where a window had none or the model has no windows' bursts).
+    window_bursts: Vec<(Buckets, u64)>,
+    /// Per fluctuation window, quantiles (ns) of its short and long gaps (`window_gaps`;
+    /// empty where the window had none or the model keeps none).
+    window_gaps: Vec<GapShape>,
+    /// The gap at or above which its bursts end (the model's `burst_gap_ns`).
+    burst_gap_ns: f64,
 }
 
 impl StreamModel {
@@ -507,6 +515,8 @@ type Buckets = Vec<(u64, u64, u64)>;
 /// them; models from before `window_reads`).
 #[derive(Debug, Clone, Copy)]
 struct Quota {
+    /// The fluctuation window it repeats (windows cycle under --compress and --duration).
+    window: usize,
     start: f64,
     len: f64,
     count: u64,
@@ -563,7 +573,7 @@ impl Sampler {
         }
         let tree = Tree::new(levels, fanout, int(model, "capacity")?);
         let flat = model.get("flat").and_then(Value::as_bool).unwrap_or(false);
-        let streams = model
+        let mut streams = model
             .get("streams")
             .and_then(Value::as_array)
             .ok_or("missing 'streams'")?
@@ -571,6 +581,10 @@ impl Sampler {
             .enumerate()
             .map(|(i, s)| stream_model(s, &tree, flat).map_err(|e| format!("streams/{i}: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let gap = model.get("burst_gap_ns").and_then(Value::as_f64);
+        for s in &mut streams {
+            s.burst_gap_ns = gap.unwrap_or(BURST_GAP_NS);
+        }
         Ok(Sampler {
             tree,
             flat,
@@ -828,8 +842,7 @@ impl Sampler {
             self.walk(s, &mut st, q.count, p.uniform, &mut steps, &mut gaps);
             let bursts = Bursts::of_stream(s, p.seed);
             place_window(
-                q.start,
-                q.len,
+                (q.window, q.start, q.len),
                 &gaps,
                 first,
                 p.intensity,
@@ -972,6 +985,7 @@ impl Sampler {
             // the active stretch of `len` ns from `t`, with `count` requests and the window's
             // share of reads among them
             let stretch = |len: f64, count: u64| Quota {
+                window: w,
                 start: t + lo * len,
                 len: (hi - lo) * len,
                 count,
@@ -1689,7 +1703,11 @@ fn place_times(quotas: &[Quota], gaps: &[f64], intensity: f64, bursts: Bursts) -
     let mut times = Vec::with_capacity(gaps.len());
     let mut i = 0usize;
     for &Quota {
-        start, len, count, ..
+        window: w,
+        start,
+        len,
+        count,
+        ..
     } in quotas
     {
         let q = count as usize;
@@ -1697,7 +1715,8 @@ fn place_times(quotas: &[Quota], gaps: &[f64], intensity: f64, bursts: Bursts) -
             continue;
         }
         let window = &gaps[i..(i + q).min(gaps.len())];
-        place_window(start, len, window, i == 0, intensity, &mut times, bursts);
+        let span = (w, start, len);
+        place_window(span, window, i == 0, intensity, &mut times, bursts);
         i += window.len();
     }
     times
@@ -1706,11 +1725,9 @@ fn place_times(quotas: &[Quota], gaps: &[f64], intensity: f64, bursts: Bursts) -
 /// One window's request times from its gaps; the stream's very first request opens its
 /// window, later ones follow their gap. With the stream's bursts (`Bursts`), the window's
 /// long gaps are moved first so that its runs of short ones take burst lengths drawn from
-/// them (`rebursted`).
-#[allow(clippy::too_many_arguments)]
+/// the window's (`rebursted`), and with its gap shape its gaps take the original window's.
 fn place_window(
-    start: f64,
-    len: f64,
+    (w, start, len): (usize, f64, f64),
     window: &[f64],
     first: bool,
     intensity: f64,
@@ -1720,10 +1737,13 @@ fn place_window(
     let mean = window.iter().sum::<f64>() / window.len().max(1) as f64;
     let total: f64 = window.iter().sum::<f64>() + mean;
     let moved;
-    let window = match bursts.of(start) {
-        Some((hist, mut rng)) if total > 0.0 => {
-            let long = BURST_GAP_NS * total / len.max(1.0); // in the gaps' own units
-            moved = rebursted(window, usize::from(first), long, hist, &mut rng);
+    let window = match bursts.of(w, start) {
+        Some((hist, shape, mut rng)) if total > 0.0 => {
+            let unit = total / len.max(1.0); // the gaps' own units per ns
+            let long = bursts.gap_ns * unit;
+            let shape = shape.filter(|s| !s.short.is_empty() || !s.long.is_empty());
+            let shape = shape.map(|s| (s, unit));
+            moved = rebursted(window, usize::from(first), long, hist, shape, &mut rng);
             &moved[..]
         }
         _ => window,
@@ -1736,7 +1756,8 @@ fn place_window(
     }
 }
 
-/// The gap, in nanoseconds of the trace's own time, at or above which a stream's burst ends.
+/// The gap, in nanoseconds of the trace's own time, at or above which a stream's burst ends,
+/// where the model does not say (`burst_gap_ns`, which fits since session 49 write).
 /// msr_hm0's original has 181 bursts of 3 requests at the median and 35 at most; its twins'
 /// reached 40-118, whose reads waited behind each other (docs/model.md, "bursts").
 pub const BURST_GAP_NS: f64 = 5e6;
@@ -1746,6 +1767,9 @@ pub const BURST_GAP_NS: f64 = 5e6;
 #[derive(Clone, Copy)]
 struct Bursts<'a> {
     hist: Option<&'a (Buckets, u64)>,
+    windows: &'a [(Buckets, u64)],
+    gaps: &'a [GapShape],
+    gap_ns: f64,
     seed: u64,
 }
 
@@ -1753,73 +1777,177 @@ impl<'a> Bursts<'a> {
     fn of_stream(s: &'a StreamModel, seed: u64) -> Bursts<'a> {
         Bursts {
             hist: (s.bursts.1 > 0).then_some(&s.bursts),
+            windows: &s.window_bursts,
+            gaps: &s.window_gaps,
+            gap_ns: s.burst_gap_ns,
             seed: stream_seed(seed, s.id) ^ 0xB5AD_4ECE_DA1C_E2A9,
         }
     }
 
-    /// The histogram and a generator of its own for the window starting at `start` (so a
-    /// window's draws do not depend on how the stream was split into segments).
-    fn of(&self, start: f64) -> Option<(&'a (Buckets, u64), Pcg64Mcg)> {
+    /// The histogram of fluctuation window `w` (the stream's where the window has none) and
+    /// a generator of its own for the window's repeat starting at `start` (so a window's
+    /// draws do not depend on how the stream was split into segments).
+    fn of(
+        &self,
+        w: usize,
+        start: f64,
+    ) -> Option<(&'a (Buckets, u64), Option<&'a GapShape>, Pcg64Mcg)> {
         let seed = self.seed ^ start.to_bits().wrapping_mul(0x9E37_79B9);
-        self.hist.map(|h| (h, Pcg64Mcg::seed_from_u64(seed)))
+        let own = self.windows.get(w).filter(|h| h.1 > 0);
+        let shape = self.gaps.get(w);
+        self.hist
+            .map(|h| (own.unwrap_or(h), shape, Pcg64Mcg::seed_from_u64(seed)))
     }
 }
 
 /// A window's gaps with its long ones (at or above `long`) moved so that the runs of short
-/// gaps between them take lengths drawn from `hist`: as many bursts as the window has long
-/// gaps plus one, their lengths scaled to the window's requests. The same gaps, so the window
-/// keeps its span; the short ones keep their order. Gaps before `keep` stay in place.
-/// (Holding only the runs longer than the stream's longest burst, and moving no other gap,
-/// measured: msr_hm0's curve 1.28 off instead of 0.41; docs/model.md.)
+/// gaps between them take lengths drawn from `hist` until they hold the window's requests.
+/// The long gaps the twin drew beyond those bursts' boundaries each make a burst of one
+/// request among them. Where it drew too few, the largest short gaps become boundaries too
+/// and every boundary is lifted to `long`, taken from the longer ones (`widened`): msr_hm0's
+/// busy window holds 97 bursts of at most 19 requests, a twin's gaps there as few as 40 long
+/// ones, whose bursts stretched to 56. The window keeps its span, and the short gaps left
+/// inside bursts keep their order. Gaps before `keep` stay in place.
 fn rebursted(
     gaps: &[f64],
     keep: usize,
     long: f64,
     (hist, total): &(Buckets, u64),
+    shape: Option<(&GapShape, f64)>,
     rng: &mut Pcg64Mcg,
 ) -> Vec<f64> {
     let (fixed, rest) = gaps.split_at(keep.min(gaps.len()));
-    let mut longs: Vec<f64> = rest.iter().copied().filter(|&g| g >= long).collect();
     let n = rest.len();
+    let mut longs: Vec<f64> = rest.iter().copied().filter(|&g| g >= long).collect();
     if longs.is_empty() || longs.len() >= n {
         return gaps.to_vec();
     }
-    // burst lengths drawn, then scaled to the window's requests: where each long gap goes
-    let lengths: Vec<f64> = (0..=longs.len())
-        .map(|_| draw(hist, *total, rng).max(1) as f64)
-        .collect();
-    let scale = n as f64 / lengths.iter().sum::<f64>();
-    let mut at: Vec<usize> = Vec::with_capacity(longs.len());
-    let mut sum = 0.0;
-    for l in &lengths[..longs.len()] {
-        sum += l * scale;
-        let pos = (sum.round() as usize).clamp(1, n - 1);
-        if at.last() != Some(&pos) {
-            at.push(pos);
-        }
+    let mut shorts: Vec<f64> = rest.iter().copied().filter(|&g| g < long).collect();
+    // with the window's gap shape, bursts take exactly the drawn lengths: the long gaps
+    // beyond their boundaries join the short ones, whose shape they then take
+    let lone = if shape.is_some() { 0 } else { longs.len() };
+    let lengths = burst_plan(n, lone, hist, *total, rng);
+    let boundaries = lengths.len() - 1;
+    if boundaries > longs.len() {
+        widened(&mut shorts, &mut longs, boundaries, long);
+    } else if boundaries < longs.len() {
+        narrowed(&mut shorts, &mut longs, boundaries, rng);
     }
-    // the long gaps shuffled over their new places; those left over go last
+    if let Some((shape, unit)) = shape {
+        shaped(&mut shorts, &mut longs, unit, shape, rest.iter().sum());
+    }
+    // the long gaps shuffled over the bursts' boundaries
     for i in (1..longs.len()).rev() {
         longs.swap(i, rng.random_range(0..=i));
     }
-    let (placed, spare) = longs.split_at(at.len());
-    let mut shorts = rest
-        .iter()
-        .copied()
-        .filter(|&g| g < long)
-        .chain(spare.iter().copied());
-    let mut placed = placed.iter().copied();
-    let mut slots = at.iter().peekable();
     let mut out = fixed.to_vec();
-    for j in 0..n {
-        let g = if slots.next_if_eq(&&j).is_some() {
-            placed.next()
-        } else {
-            shorts.next()
-        };
-        out.push(g.expect("as many gaps as places"));
+    let (mut shorts, mut longs) = (shorts.into_iter(), longs.into_iter());
+    for (b, &l) in lengths.iter().enumerate() {
+        let opening = if b == 0 { shorts.next() } else { longs.next() };
+        out.extend(opening);
+        out.extend(shorts.by_ref().take(l - 1));
     }
+    debug_assert_eq!(out.len(), gaps.len());
     out
+}
+
+/// A window's short and long gaps mapped rank for rank onto the original window's quantiles
+/// (`unit`: the gaps' units per ns, the order of each kept), the long ones then scaled so
+/// that all of them still sum to `span`.
+fn shaped(shorts: &mut [f64], longs: &mut [f64], unit: f64, shape: &GapShape, span: f64) {
+    for (gaps, quantiles) in [(&mut *shorts, &shape.short), (&mut *longs, &shape.long)] {
+        if quantiles.is_empty() {
+            continue;
+        }
+        let mut idx: Vec<usize> = (0..gaps.len()).collect();
+        idx.sort_by(|&a, &b| gaps[a].total_cmp(&gaps[b]).then(a.cmp(&b)));
+        let n = idx.len() as f64;
+        for (rank, &i) in idx.iter().enumerate() {
+            gaps[i] = quantile(quantiles, (rank as f64 + 0.5) / n) * unit;
+        }
+    }
+    let (short, long): (f64, f64) = (shorts.iter().sum(), longs.iter().sum());
+    if long > 0.0 && span > short {
+        longs.iter_mut().for_each(|g| *g *= (span - short) / long);
+    }
+}
+
+/// Makes `longs` `boundaries` long: the shortest long gaps join the short ones, each at a
+/// random place among them.
+fn narrowed(shorts: &mut Vec<f64>, longs: &mut Vec<f64>, boundaries: usize, rng: &mut Pcg64Mcg) {
+    longs.sort_by(f64::total_cmp);
+    for g in longs.drain(..longs.len() - boundaries) {
+        shorts.insert(rng.random_range(0..=shorts.len()), g);
+    }
+}
+
+/// The value at `p` of quantiles taken evenly from 0 to 1, linearly between them.
+fn quantile(q: &[f64], p: f64) -> f64 {
+    let x = (p * (q.len() - 1) as f64).clamp(0.0, (q.len() - 1) as f64);
+    let (i, f) = (x.floor() as usize, x.fract());
+    let j = (i + 1).min(q.len() - 1);
+    q[i] + (q[j] - q[i]) * f
+}
+
+/// The lengths of a window's bursts over its `n` requests, `long` of its gaps long: drawn
+/// from `hist` (of `total`) until they hold the requests, the last cut where the window
+/// ends; where fewer than `long + 1` fit, the long gaps left over each open a burst of one
+/// request (a twin that draws more long gaps than its original window had keeps that
+/// window's long bursts: msr_hm0's flushes). In a random order.
+fn burst_plan(n: usize, long: usize, hist: &Buckets, total: u64, rng: &mut Pcg64Mcg) -> Vec<usize> {
+    let mut lengths: Vec<usize> = Vec::with_capacity(long + 1);
+    let mut held = 0usize; // requests of the bursts drawn
+    let ones = |drawn: usize| (long + 1).saturating_sub(drawn); // bursts of one still to come
+    while held + ones(lengths.len()) < n {
+        let l = draw(hist, total, rng).max(1) as usize;
+        let l = l.min(n - held - ones(lengths.len() + 1)); // the last ends with the window
+        lengths.push(l);
+        held += l;
+    }
+    lengths.resize(lengths.len().max(long + 1), 1);
+    for i in (1..lengths.len()).rev() {
+        lengths.swap(i, rng.random_range(0..=i));
+    }
+    lengths
+}
+
+/// Makes `longs` `boundaries` long: the largest short gaps join them (the others keep
+/// their order), then each boundary below `long` is lifted to it from the excess of those
+/// above, so the gaps keep their sum (where the excess is too small, the boundaries share
+/// their sum alike).
+fn widened(shorts: &mut Vec<f64>, longs: &mut Vec<f64>, boundaries: usize, long: f64) {
+    let promote = (boundaries - longs.len()).min(shorts.len());
+    let mut by_size: Vec<usize> = (0..shorts.len()).collect();
+    by_size.sort_by(|&a, &b| shorts[b].total_cmp(&shorts[a]).then(a.cmp(&b)));
+    let mut moved = vec![false; shorts.len()];
+    for &i in &by_size[..promote] {
+        moved[i] = true;
+        longs.push(shorts[i]);
+    }
+    let mut k = 0;
+    shorts.retain(|_| {
+        k += 1;
+        !moved[k - 1]
+    });
+    let deficit: f64 = longs.iter().map(|&g| (long - g).max(0.0)).sum();
+    let excess: f64 = longs.iter().map(|&g| (g - long).max(0.0)).sum();
+    if excess >= deficit {
+        let keep = if excess > 0.0 {
+            1.0 - deficit / excess
+        } else {
+            1.0
+        };
+        for g in longs.iter_mut() {
+            *g = if *g < long {
+                long
+            } else {
+                long + (*g - long) * keep
+            };
+        }
+    } else {
+        let mean = longs.iter().sum::<f64>() / longs.len() as f64;
+        longs.iter_mut().for_each(|g| *g = mean);
+    }
 }
 
 /// A stream's walk between windows (`cur`: the leaf it stands at, and where its previous
@@ -1986,6 +2114,7 @@ impl Cursor {
     /// there) and moves past it; false for an empty window.
     fn walk_window(&mut self, sampler: &Sampler, s: &StreamModel, p: &SynthParams) -> bool {
         let Quota {
+            window: w,
             start,
             len,
             count: q,
@@ -2005,7 +2134,14 @@ impl Cursor {
         sampler.walk(s, &mut self.st, q, p.uniform, steps, &mut self.gaps);
         let first = self.placed == 0;
         let bursts = Bursts::of_stream(s, p.seed);
-        place_window(start, len, &self.gaps, first, p.intensity, times, bursts);
+        place_window(
+            (w, start, len),
+            &self.gaps,
+            first,
+            p.intensity,
+            times,
+            bursts,
+        );
         self.placed += q as usize;
         true
     }
@@ -2328,6 +2464,8 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
+    let window_bursts = window_bursts(v, windows.len())?;
+    let window_gaps = window_gaps(v, windows.len())?;
     let (window_reads, read_share) = window_reads(v, &windows)?;
     let window_reads = steerable_reads(window_reads, &windows, &cats, &initial.categories);
     let first = match v.get("first").filter(|f| !f.is_null()) {
@@ -2363,7 +2501,58 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         window_reads,
         read_share,
         bursts: buckets(v, "bursts")?,
+        window_bursts,
+        window_gaps,
+        burst_gap_ns: BURST_GAP_NS,
     })
+}
+
+/// Quantiles (ns) of a window's gaps under `BURST_GAP_NS` and of those at or above it.
+#[derive(Debug, Clone, Default)]
+struct GapShape {
+    short: Vec<f64>,
+    long: Vec<f64>,
+}
+
+/// A stream's `window_gaps` ([window, short quantiles, long quantiles]), one shape per window.
+fn window_gaps(v: &Value, windows: usize) -> Result<Vec<GapShape>, Err> {
+    let mut out = vec![GapShape::default(); windows];
+    let list = v.get("window_gaps").and_then(Value::as_array);
+    let numbers = |x: Option<&Value>| -> Option<Vec<f64>> {
+        x?.as_array()?.iter().map(Value::as_f64).collect()
+    };
+    for item in list.into_iter().flatten() {
+        let w = item
+            .get(0)
+            .and_then(Value::as_u64)
+            .filter(|&w| (w as usize) < windows);
+        match (w, numbers(item.get(1)), numbers(item.get(2))) {
+            (Some(w), Some(short), Some(long)) => out[w as usize] = GapShape { short, long },
+            _ => {
+                return Err(format!(
+                    "window_gaps: {item} is not [window, quantiles, quantiles]"
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A stream's bursts per fluctuation window (`window_bursts`: [window, buckets] pairs), as
+/// many histograms as it has windows.
+fn window_bursts(v: &Value, windows: usize) -> Result<Vec<(Buckets, u64)>, Err> {
+    let mut out = vec![(Vec::new(), 0); windows];
+    let pairs = v.get("window_bursts").and_then(Value::as_array);
+    for pair in pairs.into_iter().flatten() {
+        let w = pair.get(0).and_then(Value::as_u64);
+        match (w, pair.get(1)) {
+            (Some(w), Some(held)) if (w as usize) < windows => {
+                out[w as usize] = buckets_of(Some(held))?
+            }
+            _ => return Err(format!("window_bursts: {pair} is not [window, buckets]")),
+        }
+    }
+    Ok(out)
 }
 
 /// A stream's reads per window (`window_reads`: as many as `windows`, none above its window's
@@ -2487,7 +2676,12 @@ fn below(b: &Buckets, limit: u64) -> u64 {
 }
 
 fn buckets(v: &Value, key: &str) -> Result<(Buckets, u64), Err> {
-    let list = v.get(key).and_then(Value::as_array).into_iter().flatten();
+    buckets_of(v.get(key))
+}
+
+/// Cumulative buckets and their total from a list of [lo, hi, count] (none: empty).
+fn buckets_of(list: Option<&Value>) -> Result<(Buckets, u64), Err> {
+    let list = list.and_then(Value::as_array).into_iter().flatten();
     let mut total = 0u64;
     let b = list
         .map(|x| {
@@ -2633,7 +2827,7 @@ mod tests {
         let hist = (vec![(4, 5, 1)], 1);
         let gaps = [10.0, 1., 1., 1., 1., 1., 1., 1., 1., 20.0, 1., 1.];
         let mut rng = Pcg64Mcg::seed_from_u64(3);
-        let out = rebursted(&gaps, 0, 5.0, &hist, &mut rng);
+        let out = rebursted(&gaps, 0, 5.0, &hist, None, &mut rng);
         let sorted = |v: &[f64]| {
             let mut v = v.to_vec();
             v.sort_by(f64::total_cmp);
@@ -2645,10 +2839,53 @@ mod tests {
         let long: Vec<usize> = (0..out.len()).filter(|&j| out[j] >= 5.0).collect();
         assert_eq!(long, vec![4, 8]);
         // a kept first gap stays where it was; a window without long gaps is left alone
-        let kept = rebursted(&gaps, 1, 5.0, &hist, &mut rng);
+        let kept = rebursted(&gaps, 1, 5.0, &hist, None, &mut rng);
         assert_eq!(kept[0], 10.0);
         let flat = [1.0; 6];
-        assert_eq!(rebursted(&flat, 0, 5.0, &hist, &mut rng), flat.to_vec());
+        assert_eq!(
+            rebursted(&flat, 0, 5.0, &hist, None, &mut rng),
+            flat.to_vec()
+        );
+    }
+
+    #[test]
+    fn bursts_take_their_drawn_lengths_and_gaps_their_window_s_shape() {
+        // a window of 12 requests drawing bursts of exactly 4: 2 boundaries
+        let hist = (vec![(4, 5, 1)], 1);
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        assert_eq!(burst_plan(12, 0, &hist.0, hist.1, &mut rng), vec![4, 4, 4]);
+        // 5 long gaps where 2 are boundaries: 3 bursts of one among the drawn ones; 10
+        // requests: drawn bursts of 4 and 2 (cut where the window ends), then the ones
+        let mut plan = burst_plan(10, 5, &hist.0, hist.1, &mut rng);
+        assert_eq!(plan.len(), 6);
+        plan.sort();
+        assert_eq!(plan, vec![1, 1, 1, 1, 2, 4]);
+        // too few long gaps for the boundaries: the largest short one joins them, and both
+        // are lifted to the threshold (5) from the other's excess; the sum stays 23
+        let (mut shorts, mut longs) = (vec![1.0, 3.0, 2.0], vec![20.0]);
+        widened(&mut shorts, &mut longs, 2, 5.0);
+        assert_eq!(shorts, vec![1.0, 2.0]);
+        assert_eq!(longs, vec![18.0, 5.0]);
+        // too many: the shortest long gap goes among the short ones
+        let (mut shorts, mut longs) = (vec![1.0], vec![9.0, 6.0]);
+        narrowed(&mut shorts, &mut longs, 1, &mut rng);
+        assert_eq!(longs, vec![9.0]);
+        assert!(shorts.contains(&6.0) && shorts.len() == 2);
+        // shapes: quantiles 0, 10, 20 ns for short gaps and 100 ns for long ones, at 2 units
+        // per ns; the short gaps keep their order (ranks 1 0 2) and the long ones are scaled
+        // so that all sum to the 1,000 units they held
+        let shape = GapShape {
+            short: vec![0.0, 10.0, 20.0],
+            long: vec![100.0],
+        };
+        let (mut shorts, mut longs) = (vec![0.5, 0.1, 0.9], vec![600.0, 398.5]);
+        shaped(&mut shorts, &mut longs, 2.0, &shape, 1000.0);
+        let near = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
+        assert!(
+            near(&shorts, &[20.0, 20.0 / 3.0, 100.0 / 3.0]),
+            "{shorts:?}"
+        );
+        assert!(near(&longs, &[470.0, 470.0]), "{longs:?}");
     }
 
     #[test]
