@@ -321,11 +321,8 @@ def fit(
     doc["ties"] = ties
     if not window_reads:
         drop_window_reads(doc)
-    if bursts:
-        if type_of is not None:
-            raise IotwinError("bursts are kept per stream: fit them without --types")
-        if trace.meta.timed:
-            add_bursts(doc, trace)
+    if bursts and trace.meta.timed:
+        add_bursts(doc, trace, type_members(type_of))
     if type_of is not None:
         labels = sorted(set(type_of.values()))
         for s in doc["streams"]:
@@ -495,39 +492,61 @@ def length_buckets(lengths: np.ndarray) -> list[list[int]]:
     return [[int(v), int(v) + 1, int(c)] for v, c in zip(values, counts, strict=True)]
 
 
-def add_bursts(doc: dict[str, Any], trace: Trace) -> None:
+def type_members(type_of: dict[int, str] | None) -> dict[int, list[int]] | None:
+    """Per type's sub-model (its index among the sorted labels, as `_groups` numbers them),
+    the streams it stands for (None without --types)."""
+    if type_of is None:
+        return None
+    labels = sorted(set(type_of.values()))
+    members: dict[int, list[int]] = {k: [] for k in range(len(labels))}
+    for sid, t in sorted(type_of.items()):
+        members[labels.index(t)].append(sid)
+    return members
+
+
+def add_bursts(
+    doc: dict[str, Any], trace: Trace, members: dict[int, list[int]] | None = None
+) -> None:
     """Each stream's `bursts`: how many of its bursts held each number of requests; per
     fluctuation window, `window_bursts`, the same for the bursts that began in it, and
     `window_gaps`, the shape of its gaps within and between bursts. The twin moves each
     window's long gaps so that its bursts take the window's lengths, and gives its gaps the
-    window's shape (docs/model.md, "bursts")."""
+    window's shape (docs/model.md, "bursts"). A type's sub-model (`members`: the streams each
+    stands for) pools its members' own bursts and gaps, as each of its twin's streams is one
+    of them."""
     window_ns = max(1, int(doc["window_ns"]))
     doc["burst_gap_ns"] = BURST_GAP_NS
     times = stream_times(trace)
     for s in doc["streams"]:
-        ts = times.get(int(s["id"]), np.empty(0, np.int64))
-        lengths, starts = bursts_of(ts)
+        sid = int(s["id"])
+        own = [times[m] for m in (members[sid] if members is not None else [sid]) if m in times]
+        pieces = [bursts_of(ts) for ts in own]
+        lengths = np.concatenate([p[0] for p in pieces]) if pieces else np.empty(0, np.int64)
         if len(lengths) < 2:
             continue
+        starts = np.concatenate([p[1] for p in pieces])
         s["bursts"] = length_buckets(lengths)
-        # a stream's bursts are in time order: its windows' bursts are runs of them
-        windows, first = np.unique(starts // window_ns, return_index=True)
-        pieces = np.split(lengths, first[1:])
+        order = np.argsort(starts // window_ns, kind="stable")
+        windows, first = np.unique(starts[order] // window_ns, return_index=True)
+        by_window = np.split(lengths[order], first[1:])
         s["window_bursts"] = [
-            [int(w), length_buckets(p)] for w, p in zip(windows, pieces, strict=True)
+            [int(w), length_buckets(p)] for w, p in zip(windows, by_window, strict=True)
         ]
-        s["window_gaps"] = window_gaps(ts, window_ns)
+        s["window_gaps"] = window_gaps(own, window_ns)
 
 
-def window_gaps(ts: np.ndarray, window_ns: int) -> list[list[Any]]:
-    """Per window with gaps, [window, short, long]: GAP_QUANTILES quantiles (ns) of the
-    stream's gaps under BURST_GAP_NS that end in it, and of those at or above it (empty where
-    it has none). The twin's gaps in the window take these shapes, rank for rank."""
-    gaps = np.diff(ts)
+def window_gaps(streams: list[np.ndarray], window_ns: int) -> list[list[Any]]:
+    """Per window with gaps, [window, short, long]: GAP_QUANTILES quantiles (ns) of the gaps
+    under BURST_GAP_NS that end in it, and of those at or above it (empty where it has none),
+    over the requests' times of each of `streams`. The twin's gaps in the window take these
+    shapes, rank for rank."""
+    gaps = np.concatenate([np.diff(ts) for ts in streams])
+    ends = np.concatenate([ts[1:] // window_ns for ts in streams])
+    order = np.argsort(ends, kind="stable")
+    windows, first = np.unique(ends[order], return_index=True)
     q = np.linspace(0.0, 1.0, GAP_QUANTILES)
-    windows, first = np.unique(ts[1:] // window_ns, return_index=True)  # in time order
     out: list[list[Any]] = []
-    for w, g in zip(windows, np.split(gaps, first[1:]), strict=True):
+    for w, g in zip(windows, np.split(gaps[order], first[1:]), strict=True):
         short, long = g[g < BURST_GAP_NS], g[g >= BURST_GAP_NS]
         shapes = [
             np.quantile(x, q).round().astype(np.int64).tolist() if len(x) else []
