@@ -486,6 +486,12 @@ def test_msr_twin_with_its_bursts_follows_the_original(traces: Path, tmp_path: P
     assert [lo for lo, _, _ in by_window[0] if lo > 4] == [23, 26, 33, 35]
     assert max(lo for lo, _, _ in by_window[9]) == 19
     assert doc["burst_gap_ns"] == 5_000_000
+    # `show` says what the model keeps
+    shown = runner.invoke(app, ["show", str(model)])
+    text = " ".join(shown.output.split())  # the console wraps long lines
+    assert shown.exit_code == 0
+    assert "bursts (runs under 5 ms apart): 181, median 3, largest 35" in text
+    assert "largest per window: 35, 34, 3, 29, 19, 30, 3, 32, 4, 19, -" in text
     # bursts are fitted from a trace: a model file or a dataset cannot take them
     res = runner.invoke(app, ["whatif", "cache", str(model), "--bursts"])
     assert res.exit_code != 0 and "--bursts are fitted from its trace" in str(res.exception)
@@ -533,7 +539,10 @@ def test_window_bursts_and_gaps_by_hand() -> None:
             "size": pl.Series([4096] * len(rows), dtype=pl.UInt32),
         }
     ).sort("ts_ns", maintain_order=True)
-    doc = {"window_ns": 10 * ms, "streams": [{"id": 0}, {"id": 1}]}
+    doc = {
+        "window_ns": 10 * ms,
+        "streams": [{"id": 0, "windows": [3, 2]}, {"id": 1, "windows": [2]}],
+    }
     add_bursts(doc, iotwin.Trace(df, TraceMeta()))
     first, second = doc["streams"]
     assert first["window_bursts"] == [[0, [[3, 4, 1]]], [1, [[2, 3, 1]]]]

@@ -526,22 +526,25 @@ def add_bursts(
             continue
         starts = np.concatenate([p[1] for p in pieces])
         s["bursts"] = length_buckets(lengths)
-        order = np.argsort(starts // window_ns, kind="stable")
-        windows, first = np.unique(starts[order] // window_ns, return_index=True)
+        # windows as the core counts them: the last holds any request past it
+        last = max(0, len(s["windows"]) - 1)
+        window = np.minimum(starts // window_ns, last)
+        order = np.argsort(window, kind="stable")
+        windows, first = np.unique(window[order], return_index=True)
         by_window = np.split(lengths[order], first[1:])
         s["window_bursts"] = [
             [int(w), length_buckets(p)] for w, p in zip(windows, by_window, strict=True)
         ]
-        s["window_gaps"] = window_gaps(own, window_ns)
+        s["window_gaps"] = window_gaps(own, window_ns, last)
 
 
-def window_gaps(streams: list[np.ndarray], window_ns: int) -> list[list[Any]]:
+def window_gaps(streams: list[np.ndarray], window_ns: int, last: int) -> list[list[Any]]:
     """Per window with gaps, [window, short, long]: GAP_QUANTILES quantiles (ns) of the gaps
     under BURST_GAP_NS that end in it, and of those at or above it (empty where it has none),
-    over the requests' times of each of `streams`. The twin's gaps in the window take these
-    shapes, rank for rank."""
+    over the requests' times of each of `streams` (windows past `last` count in it). The
+    twin's gaps in the window take these shapes, rank for rank."""
     gaps = np.concatenate([np.diff(ts) for ts in streams])
-    ends = np.concatenate([ts[1:] // window_ns for ts in streams])
+    ends = np.minimum(np.concatenate([ts[1:] // window_ns for ts in streams]), last)
     order = np.argsort(ends, kind="stable")
     windows, first = np.unique(ends[order], return_index=True)
     q = np.linspace(0.0, 1.0, GAP_QUANTILES)

@@ -215,7 +215,30 @@ def _phases(model: Model) -> str:
             f"{r / c:.0%}" if c else "-" for r, c in zip(reads, counts[:12], strict=True)
         )
         text += f"\n  reads: {shares}{more}"
+    if (bursts := _bursts(model, len(counts))) is not None:
+        text += f"\n  {bursts}{more}"
     return text
+
+
+def _bursts(model: Model, windows: int) -> str | None:
+    """The bursts a model fitted with --bursts keeps: how many, their median and largest
+    length over all streams, and each window's largest (None: fitted without them)."""
+    lengths = [(lo, c) for s in model.streams for lo, _, c in s.get("bursts", [])]
+    if not lengths:
+        return None
+    total = sum(c for _, c in lengths)
+    median = median_distance([[lo, lo + 1, c] for lo, c in sorted(lengths)])
+    largest = [0] * windows
+    for s in model.streams:
+        for w, buckets in s.get("window_bursts", []):
+            if w < windows:
+                largest[w] = max(largest[w], max(lo for lo, _, _ in buckets))
+    gap = human_time(model.doc.get("burst_gap_ns", 5_000_000))
+    per_window = ", ".join(str(n) if n else "-" for n in largest[:12])
+    return (
+        f"bursts (runs under {gap} apart): {total:,}, median {median}, largest "
+        f"{max(lo for lo, _ in lengths)}; largest per window: {per_window}"
+    )
 
 
 def _window_reads(model: Model, windows: int) -> list[int] | None:
