@@ -1152,3 +1152,18 @@ def test_cli_errors_keep_bracketed_text(twins: dict, tmp_path: Path) -> None:
     lo = doc["streams"][0]["extent"][0]
     assert f"m[old].json: at streams/0/extent: [{lo}] has less than 2 items" in run.stderr
     assert not out.exists()
+
+
+def test_a_trace_not_counted_from_its_first_request_fits_as_if_it_were(traces: Path) -> None:
+    """Canonical traces count time from their first request; one built through the API from
+    raw stamps had every request counted in its last fluctuation window. It is counted from
+    its first request now, so it fits the same model."""
+    import polars as pl
+
+    trace = iotwin.load_trace(traces / "msr_hm0_excerpt.csv")
+    shifted = iotwin.Trace(trace.df.with_columns(pl.col("ts_ns") + 10**12), trace.meta)
+    plain, moved = fit(trace, bursts=True), fit(shifted, bursts=True)
+    assert moved.streams[0]["windows"] == plain.streams[0]["windows"]
+    assert moved.streams[0]["windows"][9] == 538
+    assert moved.streams[0]["window_bursts"] == plain.streams[0]["window_bursts"]
+    assert moved.synth(requests=500, seed=2).df.equals(plain.synth(requests=500, seed=2).df)

@@ -281,6 +281,7 @@ def fit(
         raise IotwinError("cannot fit a model to an empty trace")
     started = time.perf_counter()
     warn_if_short(len(trace), levels, fanout)
+    trace = from_first_request(trace)
     type_of = stream_types(trace) if types else None
     # streams that are devices or volumes have address spaces of their own; others (processes,
     # threads over files) share one, so a block one reads may be another's re-reference
@@ -443,6 +444,16 @@ def stream_types(trace: Trace) -> dict[int, str]:
     from .characterize import characterize
 
     return {s["stream"]: s["type"] for s in characterize(trace)["streams"]}
+
+
+def from_first_request(trace: Trace) -> Trace:
+    """The trace with its times counted from its first request, as canonical traces are (the
+    readers' do); one built otherwise had every request counted in the last fluctuation
+    window."""
+    first = trace.df.get_column("ts_ns").min() if trace.meta.timed else 0
+    if not first:
+        return trace
+    return Trace(trace.df.with_columns(pl.col("ts_ns") - first), trace.meta)
 
 
 def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
