@@ -497,53 +497,47 @@ def test_msr_twin_with_its_bursts_follows_the_original(traces: Path, tmp_path: P
     assert res.exit_code != 0 and "--bursts are fitted from its trace" in str(res.exception)
 
 
-def test_burst_lengths_by_hand() -> None:
+MS = 1_000_000
+
+
+def two_bursty_streams() -> iotwin.Trace:
+    """Stream 0 at 0, 1, 2 ms, then 10, 11 ms (an 8 ms gap ends the first burst); stream 1 at
+    0 and 5 ms (5 ms is already long)."""
     import polars as pl
 
-    from iotwin.model import burst_lengths
     from iotwin.trace import TraceMeta
 
-    ms = 1_000_000
-    # stream 0 at 0, 1, 2 ms, then 10, 11 ms (a 8 ms gap ends the first burst): bursts of 3
-    # and 2; stream 1 at 0 and 5 ms (5 ms is already long): two bursts of 1
     rows = [(0, 0), (0, 1), (0, 2), (0, 10), (0, 11), (1, 0), (1, 5)]
     df = pl.DataFrame(
         {
-            "ts_ns": [t * ms for _, t in rows],
+            "ts_ns": [t * MS for _, t in rows],
             "stream": pl.Series([s for s, _ in rows], dtype=pl.UInt32),
             "op": pl.Series([0] * len(rows), dtype=pl.UInt8),
             "offset": pl.Series([0] * len(rows), dtype=pl.UInt64),
             "size": pl.Series([4096] * len(rows), dtype=pl.UInt32),
         }
     ).sort("ts_ns", maintain_order=True)
-    got = burst_lengths(iotwin.Trace(df, TraceMeta()))
+    return iotwin.Trace(df, TraceMeta())
+
+
+def test_burst_lengths_by_hand() -> None:
+    from iotwin.model import burst_lengths
+
+    # stream 0: bursts of 3 and 2; stream 1: two bursts of 1
+    got = burst_lengths(two_bursty_streams())
     assert {k: v.tolist() for k, v in got.items()} == {0: [3, 2], 1: [1, 1]}
 
 
 def test_window_bursts_and_gaps_by_hand() -> None:
-    import polars as pl
-
     from iotwin.model import GAP_QUANTILES, add_bursts
-    from iotwin.trace import TraceMeta
 
-    ms = 1_000_000
-    # windows of 10 ms; stream 0 at 0, 1, 2 ms (a burst of 3 in window 0), then 10, 11 ms (a
-    # burst of 2 in window 1, after a gap of 8 ms); stream 1 at 0 and 5 ms (two bursts of 1)
-    rows = [(0, 0), (0, 1), (0, 2), (0, 10), (0, 11), (1, 0), (1, 5)]
-    df = pl.DataFrame(
-        {
-            "ts_ns": [t * ms for _, t in rows],
-            "stream": pl.Series([s for s, _ in rows], dtype=pl.UInt32),
-            "op": pl.Series([0] * len(rows), dtype=pl.UInt8),
-            "offset": pl.Series([0] * len(rows), dtype=pl.UInt64),
-            "size": pl.Series([4096] * len(rows), dtype=pl.UInt32),
-        }
-    ).sort("ts_ns", maintain_order=True)
+    # windows of 10 ms: stream 0's burst of 3 in window 0, its burst of 2 in window 1
+    ms = MS
     doc = {
         "window_ns": 10 * ms,
         "streams": [{"id": 0, "windows": [3, 2]}, {"id": 1, "windows": [2]}],
     }
-    add_bursts(doc, iotwin.Trace(df, TraceMeta()))
+    add_bursts(doc, two_bursty_streams())
     first, second = doc["streams"]
     assert first["window_bursts"] == [[0, [[3, 4, 1]]], [1, [[2, 3, 1]]]]
     # each gap counts in the window its later request falls in: 1 and 1 ms in window 0, 8

@@ -450,7 +450,7 @@ def from_first_request(trace: Trace) -> Trace:
     """The trace with its times counted from its first request, as canonical traces are (the
     readers' do); one built otherwise had every request counted in the last fluctuation
     window."""
-    first = trace.df.get_column("ts_ns").min() if trace.meta.timed else 0
+    first = trace.first_ns() if trace.meta.timed else 0
     if not first:
         return trace
     return Trace(trace.df.with_columns(pl.col("ts_ns") - first), trace.meta)

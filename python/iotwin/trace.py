@@ -103,6 +103,10 @@ class Trace:
             for col, dtype in zip(columns, dtypes, strict=True)
         ]
 
+    def first_ns(self) -> int:
+        """The earliest request's time (0 in a canonical trace), without joining row groups."""
+        return int(self._df.get_column("ts_ns").min() or 0) if self._df.height else 0
+
     @property
     def capacity(self) -> int:
         """The address-space size: the device size when known, else max(offset + size)."""

@@ -261,12 +261,18 @@ def trace_metrics(a: Trace, b: Trace, tol: dict[str, float]) -> list[Metric]:
     return out
 
 
-def by_stream(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The requests' streams, offsets and ends, stream after stream, each in time order."""
+def stream_sorted(df: pl.DataFrame, *columns: str) -> tuple[np.ndarray, ...]:
+    """The requests' streams and the named columns, stream after stream, each in time order."""
     stream = df["stream"].to_numpy().astype(np.int64)
     order = np.argsort(stream, kind="stable")
-    offset = df["offset"].to_numpy().astype(np.int64)[order]
-    return stream[order], offset, offset + df["size"].to_numpy().astype(np.int64)[order]
+    return stream[order], *(df[c].to_numpy()[order] for c in columns)
+
+
+def by_stream(df: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests' streams, offsets and ends, stream after stream, each in time order."""
+    stream, offset, size = stream_sorted(df, "offset", "size")
+    offset = offset.astype(np.int64)
+    return stream, offset, offset + size.astype(np.int64)
 
 
 LONG_RUN = 8  # requests: seed 003 contrasts runs of 4 with runs of 256 for prefetching
@@ -455,9 +461,7 @@ def op_switch_share(t: Trace) -> float | None:
     can match while this does not: msr_hm0 reads and writes in bursts of one operation (1.7%
     of its pairs switch), so a write-back cache leaves its read bursts no writes to wait
     behind."""
-    stream = t.df["stream"].to_numpy()
-    order = np.argsort(stream, kind="stable")
-    stream, op = stream[order], t.df["op"].to_numpy()[order]
+    stream, op = stream_sorted(t.df, "op")
     pairs = stream[1:] == stream[:-1]
     if not pairs.any():
         return None
