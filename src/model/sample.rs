@@ -1802,8 +1802,9 @@ impl<'a> Bursts<'a> {
 
 /// A window's gaps with its long ones (at or above `long`) moved so that the runs of short
 /// gaps between them take lengths drawn from `hist` until they hold the window's requests.
-/// The long gaps the twin drew beyond those bursts' boundaries each make a burst of one
-/// request among them. Where it drew too few, the largest short gaps become boundaries too
+/// The long gaps the twin drew beyond those bursts' boundaries join the short ones where the
+/// window has its gap shape (`narrowed`), else each makes a burst of one request among them
+/// (models from session 48). Where it drew too few, the largest short gaps become boundaries too
 /// and every boundary is lifted to `long`, taken from the longer ones (`widened`): msr_hm0's
 /// busy window holds 97 bursts of at most 19 requests, a twin's gaps there as few as 40 long
 /// ones, whose bursts stretched to 56. The window keeps its span, and the short gaps left
@@ -1825,8 +1826,8 @@ fn rebursted(
     let mut shorts: Vec<f64> = rest.iter().copied().filter(|&g| g < long).collect();
     // with the window's gap shape, bursts take exactly the drawn lengths: the long gaps
     // beyond their boundaries join the short ones, whose shape they then take
-    let lone = if shape.is_some() { 0 } else { longs.len() };
-    let lengths = burst_plan(n, lone, hist, *total, rng);
+    let singles = if shape.is_some() { 0 } else { longs.len() };
+    let lengths = burst_plan(n, singles, hist, *total, rng);
     let boundaries = lengths.len() - 1;
     if boundaries > longs.len() {
         widened(&mut shorts, &mut longs, boundaries, long);
@@ -1853,7 +1854,9 @@ fn rebursted(
 
 /// A window's short and long gaps mapped rank for rank onto the original window's quantiles
 /// (`unit`: the gaps' units per ns, the order of each kept), the long ones then scaled so
-/// that all of them still sum to `span`.
+/// that all of them still sum to `span`. Scaled whole, some can fall under 5 ms and merge
+/// their neighbours' bursts (pgbench's clients: 101 bursts against 181); scaling only their
+/// excess kept the bursts and measured worse on the bare disk (docs/model.md, "Exact bursts").
 fn shaped(shorts: &mut [f64], longs: &mut [f64], unit: f64, shape: &GapShape, span: f64) {
     for (gaps, quantiles) in [(&mut *shorts, &shape.short), (&mut *longs, &shape.long)] {
         if quantiles.is_empty() {
@@ -1889,22 +1892,28 @@ fn quantile(q: &[f64], p: f64) -> f64 {
     q[i] + (q[j] - q[i]) * f
 }
 
-/// The lengths of a window's bursts over its `n` requests, `long` of its gaps long: drawn
-/// from `hist` (of `total`) until they hold the requests, the last cut where the window
-/// ends; where fewer than `long + 1` fit, the long gaps left over each open a burst of one
-/// request (a twin that draws more long gaps than its original window had keeps that
-/// window's long bursts: msr_hm0's flushes). In a random order.
-fn burst_plan(n: usize, long: usize, hist: &Buckets, total: u64, rng: &mut Pcg64Mcg) -> Vec<usize> {
-    let mut lengths: Vec<usize> = Vec::with_capacity(long + 1);
+/// The lengths of a window's bursts over its `n` requests: drawn from `hist` (of `total`)
+/// until they hold the requests, the last cut where the window ends; where fewer than
+/// `singles + 1` fit, `singles` long gaps left over each open a burst of one request (a twin
+/// that draws more long gaps than its original window had keeps that window's long bursts:
+/// msr_hm0's flushes). In a random order.
+fn burst_plan(
+    n: usize,
+    singles: usize,
+    hist: &Buckets,
+    total: u64,
+    rng: &mut Pcg64Mcg,
+) -> Vec<usize> {
+    let mut lengths: Vec<usize> = Vec::with_capacity(singles + 1);
     let mut held = 0usize; // requests of the bursts drawn
-    let ones = |drawn: usize| (long + 1).saturating_sub(drawn); // bursts of one still to come
+    let ones = |drawn: usize| (singles + 1).saturating_sub(drawn); // bursts of one to come
     while held + ones(lengths.len()) < n {
         let l = draw(hist, total, rng).max(1) as usize;
         let l = l.min(n - held - ones(lengths.len() + 1)); // the last ends with the window
         lengths.push(l);
         held += l;
     }
-    lengths.resize(lengths.len().max(long + 1), 1);
+    lengths.resize(lengths.len().max(singles + 1), 1);
     for i in (1..lengths.len()).rev() {
         lengths.swap(i, rng.random_range(0..=i));
     }
