@@ -569,3 +569,26 @@ def test_types_pool_their_members_bursts(traces: Path) -> None:
     twin = model.synth(requests=len(trace), seed=1)
     again = model.synth(requests=len(trace), seed=1)
     assert len(twin) == len(trace) and twin.df.equals(again.df)
+
+
+def test_a_broken_bursts_model_is_refused_clearly(traces: Path, tmp_path: Path) -> None:
+    """A model whose windows' gaps are not numbers fails its schema, naming the file and the
+    place; one naming a window the stream does not have is refused naming the field; neither
+    leaves an output behind."""
+    model, out = tmp_path / "msr.json", tmp_path / "twin.parquet"
+    path = traces / "msr_hm0_excerpt.csv"
+    assert runner.invoke(app, ["fit", str(path), "-o", str(model), "--bursts"]).exit_code == 0
+    good = json.loads(model.read_text())
+    bad = json.loads(model.read_text())
+    bad["streams"][0]["window_gaps"][0] = [0, "x", []]
+    model.write_text(json.dumps(bad))
+    res = runner.invoke(app, ["synth", str(model), "-o", str(out)])
+    assert res.exit_code != 0
+    assert f"{model}: at streams/0/window_gaps/0/1" in str(res.exception)
+    bad = good
+    bad["streams"][0]["window_bursts"][0][0] = 99
+    model.write_text(json.dumps(bad))
+    res = runner.invoke(app, ["synth", str(model), "-o", str(out)])
+    assert res.exit_code != 0
+    assert "window_bursts: window 99 is past the stream's 11 windows" in str(res.exception)
+    assert not out.exists() and list(tmp_path.iterdir()) == [model]

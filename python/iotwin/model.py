@@ -456,12 +456,17 @@ def from_first_request(trace: Trace) -> Trace:
     return Trace(trace.df.with_columns(pl.col("ts_ns") - first), trace.meta)
 
 
+def type_index(type_of: dict[int, str]) -> dict[int, int]:
+    """Each stream's type as the index of its sub-model: its label's among the sorted labels."""
+    labels = sorted(set(type_of.values()))
+    return {sid: labels.index(t) for sid, t in type_of.items()}
+
+
 def _groups(trace: Trace, type_of: dict[int, str] | None) -> np.ndarray | None:
     """Per request, the index of its stream's type (None without --types)."""
     if type_of is None:
         return None
-    labels = sorted(set(type_of.values()))
-    index = {sid: labels.index(t) for sid, t in type_of.items()}
+    index = type_index(type_of)
     mapping = pl.DataFrame(
         {"stream": list(index), "group": list(index.values())},
         schema={"stream": pl.UInt32, "group": pl.UInt32},
@@ -504,14 +509,13 @@ def length_buckets(lengths: np.ndarray) -> list[list[int]]:
 
 
 def type_members(type_of: dict[int, str] | None) -> dict[int, list[int]] | None:
-    """Per type's sub-model (its index among the sorted labels, as `_groups` numbers them),
-    the streams it stands for (None without --types)."""
+    """Per type's sub-model (`type_index`), the streams it stands for (None without
+    --types)."""
     if type_of is None:
         return None
-    labels = sorted(set(type_of.values()))
-    members: dict[int, list[int]] = {k: [] for k in range(len(labels))}
-    for sid, t in sorted(type_of.items()):
-        members[labels.index(t)].append(sid)
+    members: dict[int, list[int]] = {}
+    for sid, k in sorted(type_index(type_of).items()):
+        members.setdefault(k, []).append(sid)
     return members
 
 

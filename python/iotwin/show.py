@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .formats.base import OP_NAMES
-from .model import Model, transition_counts
+from .model import BURST_GAP_NS, Model, transition_counts
 
 
 def human_size(n: float) -> str:
@@ -233,7 +233,7 @@ def _bursts(model: Model, windows: int) -> str | None:
         for w, buckets in s.get("window_bursts", []):
             if w < windows:
                 largest[w] = max(largest[w], max(lo for lo, _, _ in buckets))
-    gap = human_time(model.doc.get("burst_gap_ns", 5_000_000))
+    gap = human_time(model.doc.get("burst_gap_ns", BURST_GAP_NS))
     per_window = ", ".join(str(n) if n else "-" for n in largest[:12])
     return (
         f"bursts (runs under {gap} apart): {total:,}, median {median}, largest "

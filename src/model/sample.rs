@@ -496,8 +496,6 @@ struct StreamModel {
     /// Per fluctuation window, quantiles (ns) of its short and long gaps (`window_gaps`;
     /// empty where the window had none or the model keeps none).
     window_gaps: Vec<GapShape>,
-    /// The gap at or above which its bursts end (the model's `burst_gap_ns`).
-    burst_gap_ns: f64,
 }
 
 impl StreamModel {
@@ -551,6 +549,8 @@ pub struct Sampler {
     ties: TieCounts,
     /// Requests a long stream's segments hold at least (`segment.rs`; smaller in tests).
     segment_requests: u64,
+    /// The gap at or above which a burst ends (the model's `burst_gap_ns`).
+    burst_gap_ns: f64,
     /// A file-level model's files: new data and runs stay inside them (`data.rs`).
     data: DataMap,
 }
@@ -573,7 +573,7 @@ impl Sampler {
         }
         let tree = Tree::new(levels, fanout, int(model, "capacity")?);
         let flat = model.get("flat").and_then(Value::as_bool).unwrap_or(false);
-        let mut streams = model
+        let streams = model
             .get("streams")
             .and_then(Value::as_array)
             .ok_or("missing 'streams'")?
@@ -581,10 +581,6 @@ impl Sampler {
             .enumerate()
             .map(|(i, s)| stream_model(s, &tree, flat).map_err(|e| format!("streams/{i}: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
-        let gap = model.get("burst_gap_ns").and_then(Value::as_f64);
-        for s in &mut streams {
-            s.burst_gap_ns = gap.unwrap_or(BURST_GAP_NS);
-        }
         Ok(Sampler {
             tree,
             flat,
@@ -596,6 +592,10 @@ impl Sampler {
             follow: follow_of(model)?,
             ties: TieCounts::from_json(model.get("ties"))?,
             segment_requests: SEGMENT_REQUESTS,
+            burst_gap_ns: model
+                .get("burst_gap_ns")
+                .and_then(Value::as_f64)
+                .unwrap_or(BURST_GAP_NS),
             data: DataMap::from_json(model.get("files"))?,
         })
     }
@@ -641,7 +641,7 @@ impl Sampler {
             st.ops = op_plan(&quotas[k]);
             let (mut steps, mut gaps) = (Vec::with_capacity(n as usize), Vec::new());
             self.walk(s, &mut st, n, p.uniform, &mut steps, &mut gaps);
-            let bursts = Bursts::of_stream(s, p.seed);
+            let bursts = self.bursts(s, p.seed);
             let times = place_times(&quotas[k], &gaps, p.intensity, bursts);
             (times, steps, s.id)
         };
@@ -840,7 +840,7 @@ impl Sampler {
             let first = plan.start == 0 && steps.is_empty();
             gaps.clear();
             self.walk(s, &mut st, q.count, p.uniform, &mut steps, &mut gaps);
-            let bursts = Bursts::of_stream(s, p.seed);
+            let bursts = self.bursts(s, p.seed);
             place_window(
                 (q.window, q.start, q.len),
                 &gaps,
@@ -1741,7 +1741,6 @@ fn place_window(
         Some((hist, shape, mut rng)) if total > 0.0 => {
             let unit = total / len.max(1.0); // the gaps' own units per ns
             let long = bursts.gap_ns * unit;
-            let shape = shape.filter(|s| !s.short.is_empty() || !s.long.is_empty());
             let shape = shape.map(|s| (s, unit));
             moved = rebursted(window, usize::from(first), long, hist, shape, &mut rng);
             &moved[..]
@@ -1757,7 +1756,7 @@ fn place_window(
 }
 
 /// The gap, in nanoseconds of the trace's own time, at or above which a stream's burst ends,
-/// where the model does not say (`burst_gap_ns`, which fits since session 49 write).
+/// where the model does not say (fits write `burst_gap_ns` since session 49).
 /// msr_hm0's original has 181 bursts of 3 requests at the median and 35 at most; its twins'
 /// reached 40-118, whose reads waited behind each other (docs/model.md, "bursts").
 pub const BURST_GAP_NS: f64 = 5e6;
@@ -1773,17 +1772,20 @@ struct Bursts<'a> {
     seed: u64,
 }
 
-impl<'a> Bursts<'a> {
-    fn of_stream(s: &'a StreamModel, seed: u64) -> Bursts<'a> {
+impl Sampler {
+    /// Stream `s`'s bursts, for its windows' times.
+    fn bursts<'a>(&self, s: &'a StreamModel, seed: u64) -> Bursts<'a> {
         Bursts {
             hist: (s.bursts.1 > 0).then_some(&s.bursts),
             windows: &s.window_bursts,
             gaps: &s.window_gaps,
-            gap_ns: s.burst_gap_ns,
+            gap_ns: self.burst_gap_ns,
             seed: stream_seed(seed, s.id) ^ 0xB5AD_4ECE_DA1C_E2A9,
         }
     }
+}
 
+impl<'a> Bursts<'a> {
     /// The histogram of fluctuation window `w` (the stream's where the window has none) and
     /// a generator of its own for the window's repeat starting at `start` (so a window's
     /// draws do not depend on how the stream was split into segments).
@@ -1794,7 +1796,10 @@ impl<'a> Bursts<'a> {
     ) -> Option<(&'a (Buckets, u64), Option<&'a GapShape>, Pcg64Mcg)> {
         let seed = self.seed ^ start.to_bits().wrapping_mul(0x9E37_79B9);
         let own = self.windows.get(w).filter(|h| h.1 > 0);
-        let shape = self.gaps.get(w);
+        let shape = self
+            .gaps
+            .get(w)
+            .filter(|g| !g.short.is_empty() || !g.long.is_empty());
         self.hist
             .map(|h| (own.unwrap_or(h), shape, Pcg64Mcg::seed_from_u64(seed)))
     }
@@ -2142,7 +2147,7 @@ impl Cursor {
         self.gaps.clear();
         sampler.walk(s, &mut self.st, q, p.uniform, steps, &mut self.gaps);
         let first = self.placed == 0;
-        let bursts = Bursts::of_stream(s, p.seed);
+        let bursts = sampler.bursts(s, p.seed);
         place_window(
             (w, start, len),
             &self.gaps,
@@ -2512,7 +2517,6 @@ fn stream_model(v: &Value, tree: &Tree, flat: bool) -> Result<StreamModel, Err> 
         bursts: buckets(v, "bursts")?,
         window_bursts,
         window_gaps,
-        burst_gap_ns: BURST_GAP_NS,
     })
 }
 
@@ -2531,12 +2535,9 @@ fn window_gaps(v: &Value, windows: usize) -> Result<Vec<GapShape>, Err> {
         x?.as_array()?.iter().map(Value::as_f64).collect()
     };
     for item in list.into_iter().flatten() {
-        let w = item
-            .get(0)
-            .and_then(Value::as_u64)
-            .filter(|&w| (w as usize) < windows);
-        match (w, numbers(item.get(1)), numbers(item.get(2))) {
-            (Some(w), Some(short), Some(long)) => out[w as usize] = GapShape { short, long },
+        let w = window_of(item, windows, "window_gaps")?;
+        match (numbers(item.get(1)), numbers(item.get(2))) {
+            (Some(short), Some(long)) => out[w] = GapShape { short, long },
             _ => {
                 return Err(format!(
                     "window_gaps: {item} is not [window, quantiles, quantiles]"
@@ -2547,18 +2548,28 @@ fn window_gaps(v: &Value, windows: usize) -> Result<Vec<GapShape>, Err> {
     Ok(out)
 }
 
+/// The window an item of a per-window list (`field`) names first, checked against the
+/// stream's `windows`.
+fn window_of(item: &Value, windows: usize, field: &str) -> Result<usize, Err> {
+    match item.get(0).and_then(Value::as_u64) {
+        Some(w) if (w as usize) < windows => Ok(w as usize),
+        Some(w) => Err(format!(
+            "{field}: window {w} is past the stream's {windows} windows"
+        )),
+        None => Err(format!("{field}: {item} does not start with a window")),
+    }
+}
+
 /// A stream's bursts per fluctuation window (`window_bursts`: [window, buckets] pairs), as
 /// many histograms as it has windows.
 fn window_bursts(v: &Value, windows: usize) -> Result<Vec<(Buckets, u64)>, Err> {
     let mut out = vec![(Vec::new(), 0); windows];
     let pairs = v.get("window_bursts").and_then(Value::as_array);
     for pair in pairs.into_iter().flatten() {
-        let w = pair.get(0).and_then(Value::as_u64);
-        match (w, pair.get(1)) {
-            (Some(w), Some(held)) if (w as usize) < windows => {
-                out[w as usize] = buckets_of(Some(held))?
-            }
-            _ => return Err(format!("window_bursts: {pair} is not [window, buckets]")),
+        let w = window_of(pair, windows, "window_bursts")?;
+        match pair.get(1) {
+            Some(held) => out[w] = buckets_of(Some(held))?,
+            None => return Err(format!("window_bursts: {pair} is not [window, buckets]")),
         }
     }
     Ok(out)
